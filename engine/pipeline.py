@@ -1,0 +1,230 @@
+"""The streaming pipeline: capture → VAD → streaming ASR, and the consumers (assist, caption).
+
+Threads:
+    * capture: iterates the :class:`audio.sources.AudioSource`, runs the VAD on each block and enqueues blocks and
+      speech boundaries. It does nothing slow, so the microphone is never blocked by the engines.
+    * ASR (``StreamingTranscriber.run``): drains everything queued, then re-decodes the current utterance if at
+      least ``min_chunk_s`` of new audio arrived (computation-aware, as whisper_streaming); at end of speech it
+      finishes the utterance and emits :class:`FinalTranscript`.
+Consumers receive events through a callback; assist and caption run their LLM work on their own threads.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from audio.sources import AudioBlock, AudioSource
+from audio.vad import StreamingVAD
+
+from .events import (CommittedWords, Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted)
+from .streaming_asr import ASRBackend, OnlineASRProcessor, join_words
+
+SAMPLE_RATE = 16000
+
+
+@dataclass
+class UtteranceRecord:
+    """Timing of one utterance (``*_wall`` are time.monotonic seconds)."""
+
+    index: int
+    t_start: float
+    t_end: float | None = None
+    eos_wall: float | None = None  # when the audio at the end of speech was available
+    vad_end_wall: float | None = None  # when the VAD decided the utterance ended
+    final_wall: float | None = None
+    text: str = ""
+    updates: int = 0
+    asr_compute_s: float = 0.0
+    first_partial_wall: float | None = None
+
+
+@dataclass
+class TranscriberStats:
+    audio_s: float = 0.0
+    asr_compute_s: float = 0.0
+    updates: int = 0
+    utterances: list[UtteranceRecord] = field(default_factory=list)
+    started_wall: float = 0.0
+    ended_wall: float = 0.0
+
+    @property
+    def rtf(self) -> float:
+        """ASR compute seconds per second of audio."""
+        return self.asr_compute_s / self.audio_s if self.audio_s else 0.0
+
+
+class StreamingTranscriber:
+    """Capture + VAD + LocalAgreement-2 streaming ASR over one source.
+
+    Args:
+        source: audio source (file, microphone).
+        backend: ASR backend (plain AR or a speculative decoder).
+        vad: a :class:`audio.vad.StreamingVAD`, or None to treat the whole stream as one utterance.
+        emit: receives SpeechStarted, PartialTranscript, CommittedWords, SpeechEnded, FinalTranscript, Error.
+        min_chunk_s: minimum new audio per re-decode, seconds.
+    """
+
+    def __init__(self, source: AudioSource, backend: ASRBackend, vad: StreamingVAD | None,
+                 emit: Callable[[object], None], min_chunk_s: float = 1.0, buffer_trim_s: float = 15.0,
+                 max_utterance_s: float = 60.0):
+        self.source = source
+        self.backend = backend
+        self.vad = vad
+        self.emit = emit
+        self.min_chunk_s = min_chunk_s
+        self.buffer_trim_s = buffer_trim_s
+        self.max_utterance_s = max_utterance_s
+        self.q: queue.Queue = queue.Queue()
+        self.stats = TranscriberStats()
+        self.transcript: list[str] = []  # final text of each utterance, in order (never lost)
+        self._stop = threading.Event()
+        self.capture_error: Exception | None = None
+
+    # -- capture thread ---------------------------------------------------------------------------------------
+    def _capture(self) -> None:
+        try:
+            for block in self.source:
+                if self._stop.is_set():
+                    break
+                self.q.put(("audio", block))
+                events = self.vad(block.samples) if self.vad is not None else []
+                for ev in events:
+                    self.q.put((ev.kind, ev.t, block))
+            if self.vad is not None:
+                for ev in self.vad.flush():
+                    self.q.put((ev.kind, ev.t, None))
+        except Exception as e:  # the device vanished, a file broke mid-way: report, finish what we have
+            self.capture_error = e
+            self.q.put(("error", e))
+        self.q.put(("eof",))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.source.close()
+
+    # -- ASR loop ---------------------------------------------------------------------------------------------
+    def run(self) -> TranscriberStats:
+        """Process the whole source (blocks until it ends or :meth:`stop`). Returns the stats."""
+        self.stats.started_wall = time.monotonic()
+        cap = threading.Thread(target=self._capture, name="capture", daemon=True)
+        cap.start()
+        ring: list[AudioBlock] = []  # recent audio for the pre-roll before a VAD start
+        proc: OnlineASRProcessor | None = None
+        rec: UtteranceRecord | None = None
+        pending_new = 0.0
+        utt_index = -1
+        last_wall = time.monotonic()
+        done = False
+        if self.vad is None:
+            utt_index, proc, rec = self._start(0, 0.0, [])
+        while not done:
+            items = [self.q.get()]
+            while True:
+                try:
+                    items.append(self.q.get_nowait())
+                except queue.Empty:
+                    break
+            for item in items:
+                kind = item[0]
+                if kind == "audio":
+                    block: AudioBlock = item[1]
+                    last_wall = block.wall
+                    self.stats.audio_s = block.t_end
+                    ring.append(block)
+                    while ring and ring[-1].t_end - ring[0].t_start > 3.0:
+                        ring.pop(0)
+                    if proc is not None:
+                        proc.insert_audio_chunk(block.samples)
+                        pending_new += len(block.samples) / SAMPLE_RATE
+                elif kind == "start" and proc is None:
+                    utt_index, proc, rec = self._start(utt_index + 1, item[1], ring)
+                    pending_new = proc.audio_end - proc.buffer_time_offset
+                elif kind == "end" and proc is not None:
+                    blk = item[2]
+                    t_end = item[1]
+                    rec.t_end = t_end
+                    rec.vad_end_wall = time.monotonic() if blk is None else blk.wall
+                    rec.eos_wall = rec.vad_end_wall if blk is None else blk.wall - max(0.0, blk.t_end - t_end)
+                    self.emit(SpeechEnded(rec.index, t_end, rec.eos_wall))
+                    self._finish(proc, rec, t_end)
+                    proc, rec, pending_new = None, None, 0.0
+                elif kind == "error":
+                    self.emit(Error("audio", f"audio input failed: {item[1]}"))
+                elif kind == "eof":
+                    done = True
+            if done and proc is not None:
+                rec.t_end = proc.audio_end
+                rec.eos_wall = rec.vad_end_wall = last_wall
+                self.emit(SpeechEnded(rec.index, rec.t_end, rec.eos_wall))
+                self._finish(proc, rec)
+                proc = None
+            if proc is not None and pending_new >= self.min_chunk_s:
+                pending_new = 0.0
+                self._update(proc, rec)
+                if proc.audio_end - rec.t_start > self.max_utterance_s:
+                    # a run-on "utterance" (no pause): close it so the answer/caption paths are not starved
+                    rec.t_end = proc.audio_end
+                    rec.eos_wall = rec.vad_end_wall = time.monotonic()
+                    self.emit(SpeechEnded(rec.index, rec.t_end, rec.eos_wall))
+                    self._finish(proc, rec)
+                    utt_index, proc, rec = self._start(utt_index + 1, rec.t_end, [])
+        cap.join(timeout=1.0)
+        self.stats.ended_wall = time.monotonic()
+        return self.stats
+
+    def _start(self, index: int, t_start: float, ring: list[AudioBlock]):
+        context = " ".join(self.transcript)[-200:]
+        proc = OnlineASRProcessor(self.backend, self.buffer_trim_s, context=context + " " if context else "",
+                                  t_offset=t_start)
+        for b in ring:  # pre-roll: audio from t_start on, already captured
+            if b.t_end <= t_start:
+                continue
+            skip = max(0, int(round((t_start - b.t_start) * SAMPLE_RATE)))
+            proc.insert_audio_chunk(b.samples[skip:])
+        rec = UtteranceRecord(index=index, t_start=t_start)
+        self.stats.utterances.append(rec)
+        self.emit(SpeechStarted(index, t_start))
+        return index, proc, rec
+
+    def _update(self, proc: OnlineASRProcessor, rec: UtteranceRecord) -> None:
+        try:
+            new, tentative = proc.process_iter()
+        except Exception as e:
+            self.emit(Error("asr", f"transcription update failed: {type(e).__name__}: {e}"))
+            return
+        u = proc.updates[-1] if proc.updates else None
+        if u is None:
+            return
+        rec.updates += 1
+        rec.asr_compute_s += u.compute_s
+        self.stats.updates += 1
+        self.stats.asr_compute_s += u.compute_s
+        if new:
+            self.emit(CommittedWords(rec.index, tuple(new)))
+        if rec.first_partial_wall is None:
+            rec.first_partial_wall = time.monotonic()
+        self.emit(PartialTranscript(rec.index, join_words(proc.committed) + " ", join_words(tentative),
+                                    proc.audio_end, u.compute_s))
+
+    def _finish(self, proc: OnlineASRProcessor, rec: UtteranceRecord, speech_end: float | None = None) -> None:
+        n_before = len(proc.updates)
+        try:
+            proc.finish(speech_end)
+        except Exception as e:
+            self.emit(Error("asr", f"final transcription failed: {type(e).__name__}: {e}"))
+        for u in proc.updates[n_before:]:
+            rec.asr_compute_s += u.compute_s
+            self.stats.asr_compute_s += u.compute_s
+            self.stats.updates += 1
+        rec.text = proc.text
+        rec.final_wall = time.monotonic()
+        if rec.text:
+            self.transcript.append(rec.text)
+        self.emit(FinalTranscript(rec.index, rec.text, tuple(proc.committed), rec.t_start, rec.t_end or proc.audio_end,
+                                  rec.final_wall))

@@ -1,0 +1,91 @@
+"""Build the engines from a :class:`engine.config.Config` (models load once, lazily, and are shared).
+
+The CLI, the GUI and the benchmarks all construct models here, so a role means the same file everywhere.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .config import Config
+from .models import ResolvedModel, resolve
+
+
+@dataclass
+class LoadTimes:
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class Runtime:
+    """Lazily loaded, thread-safe model holders for one configuration."""
+
+    def __init__(self, cfg: Config, progress: bool = True):
+        self.cfg = cfg
+        self.progress = progress
+        self._lock = threading.RLock()
+        self._cache: dict[str, object] = {}
+        self.resolved: dict[str, ResolvedModel] = {}
+        self.load_times = LoadTimes()
+
+    def model(self, role: str) -> ResolvedModel:
+        with self._lock:
+            if role not in self.resolved:
+                self.resolved[role] = resolve(role, self.cfg, progress=self.progress)
+            return self.resolved[role]
+
+    def _get(self, key: str, build):
+        with self._lock:
+            if key not in self._cache:
+                t0 = time.perf_counter()
+                self._cache[key] = build()
+                self.load_times.seconds[key] = round(time.perf_counter() - t0, 3)
+            return self._cache[key]
+
+    def asr_backend(self):
+        """The streaming ASR backend for ``cfg.asr.method`` ("ar" = faster-whisper)."""
+        a = self.cfg.asr
+        if a.method != "ar":
+            raise ValueError(f"unknown ASR method {a.method!r} (available: ar)")
+
+        def build():
+            from .streaming_asr import FasterWhisperBackend
+
+            m = self.model(a.model_role)
+            return FasterWhisperBackend(m.path, device=a.device, compute_type=a.compute_type,
+                                        cpu_threads=a.cpu_threads, language=a.language, beam_size=a.beam_size)
+
+        return self._get(f"asr:{a.method}:{a.model_role}", build)
+
+    def vad(self):
+        from audio.vad import StreamingVAD
+
+        v = self.cfg.vad
+        # a fresh VAD per stream (it carries LSTM state); the ONNX file is resolved once
+        return StreamingVAD(self.model("vad").path, threshold=v.threshold, min_silence_s=v.min_silence_s,
+                            min_speech_s=v.min_speech_s, speech_pad_s=v.speech_pad_s)
+
+    def llm(self, role: str | None = None):
+        role = role or self.cfg.llm.model_role
+
+        def build():
+            from .lm import LlamaCppLM
+
+            m = self.model(role)
+            c = self.cfg.llm
+            return LlamaCppLM(m.path, n_ctx=c.n_ctx, n_threads=c.n_threads, n_gpu_layers=c.n_gpu_layers)
+
+        return self._get(f"llm:{role}", build)
+
+    def tts(self):
+        def build():
+            from tts.piper_tts import PiperTTS
+
+            m = self.model("tts_voice")
+            return PiperTTS(m.path, m.config, length_scale=self.cfg.tts.length_scale)
+
+        return self._get("tts:piper", build)
+
+    def describe(self) -> dict:
+        return {r: {"path": str(m.path), "source": m.source, "kind": m.kind} for r, m in self.resolved.items()}

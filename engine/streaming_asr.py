@@ -1,0 +1,241 @@
+"""Streaming ASR: incremental re-decoding of the growing utterance with a LocalAgreement-2 commit policy.
+
+Policy as in whisper_streaming (Macháček et al., 2023, ``whisper_online.py``): every update re-transcribes the
+whole uncommitted audio buffer (prompted with the committed text); the longest common prefix of the last two
+hypotheses is committed (LocalAgreement-2, :class:`HypothesisBuffer`); the buffer is trimmed at a completed
+segment end once it grows past ``buffer_trim_s``. Updates are computation-aware: the processor decodes whatever
+audio has arrived when it is free, at least ``min_chunk_s`` of new audio per update.
+
+The backend is behind :class:`ASRBackend` (``transcribe(audio, prompt) -> (words, segment_ends)``), so a
+speculative decoder replaces plain AR decoding without touching the policy.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from .events import Word
+
+SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class BackendResult:
+    """``words``: word timestamps relative to the start of the transcribed audio (seconds);
+    ``segment_ends``: ends of Whisper segments (seconds); ``stats``: backend counters (tokens, forwards, ...)."""
+
+    words: list[Word]
+    segment_ends: list[float]
+    stats: dict
+
+
+class ASRBackend(Protocol):
+    name: str
+
+    def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
+        """Transcribe float32 16 kHz audio (n,) (≤ 30 s is the efficient case); ``prompt`` is previous text."""
+        ...
+
+
+class FasterWhisperBackend:
+    """Plain AR (greedy or beam) decoding with faster-whisper / CTranslate2, with word timestamps.
+
+    Args:
+        model_path: CTranslate2 Whisper directory or hub id.
+        device: "cpu", "cuda" or "auto"; compute_type: "int8" on CPU, "float16" on CUDA by default.
+    """
+
+    name = "ar"
+
+    def __init__(self, model_path, device: str = "auto", compute_type: str = "int8", cpu_threads: int = 0,
+                 language: str = "en", beam_size: int = 1):
+        import ctranslate2
+        from faster_whisper import WhisperModel
+
+        if device == "auto":
+            device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+        if device == "cuda" and compute_type == "int8":
+            compute_type = "float16"
+        self.device = device
+        self.model = WhisperModel(str(model_path), device=device, compute_type=compute_type, cpu_threads=cpu_threads)
+        self.language = language if self.model.model.is_multilingual else None
+        self.beam_size = beam_size
+
+    def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
+        segments, _ = self.model.transcribe(
+            audio, language=self.language, beam_size=self.beam_size, initial_prompt=prompt or None,
+            word_timestamps=True, condition_on_previous_text=True, vad_filter=False, temperature=0.0,
+        )
+        words, ends, n_tok = [], [], 0
+        for s in segments:
+            n_tok += len(s.tokens)
+            ends.append(s.end)
+            for w in s.words or []:
+                words.append(Word(w.start, w.end, w.word))
+        return BackendResult(words, ends, {"tokens": n_tok})
+
+    def transcribe_text(self, audio: np.ndarray) -> str:
+        """Offline transcription of a whole file (long-form), for reference transcripts."""
+        segments, _ = self.model.transcribe(audio, language=self.language, beam_size=self.beam_size, vad_filter=False)
+        return "".join(s.text for s in segments).strip()
+
+
+class HypothesisBuffer:
+    """LocalAgreement-2 (whisper_streaming ``HypothesisBuffer``): commit the longest common word prefix of the
+    previous and the current hypothesis."""
+
+    def __init__(self) -> None:
+        self.committed_in_buffer: list[Word] = []
+        self.buffer: list[Word] = []  # previous hypothesis, uncommitted part
+        self.new: list[Word] = []
+        self.last_committed_time = 0.0
+
+    def insert(self, new: Sequence[Word], offset: float) -> None:
+        """Add a hypothesis (word times relative to the buffer, shifted by ``offset`` seconds); words that end
+        before the last committed time are dropped, as are 1–5-grams repeating the committed tail."""
+        shifted = [Word(w.start + offset, w.end + offset, w.text) for w in new]
+        self.new = [w for w in shifted if w.start > self.last_committed_time - 0.1]
+        if self.new and abs(self.new[0].start - self.last_committed_time) < 1 and self.committed_in_buffer:
+            cn, nn = len(self.committed_in_buffer), len(self.new)
+            for i in range(1, min(cn, nn, 5) + 1):
+                c = " ".join(_norm(self.committed_in_buffer[-j].text) for j in range(i, 0, -1))
+                t = " ".join(_norm(self.new[j].text) for j in range(i))
+                if c == t:
+                    del self.new[:i]
+                    break
+
+    def flush(self) -> list[Word]:
+        """Commit the agreeing prefix of ``new`` and ``buffer``; ``new`` becomes the buffer."""
+        commit: list[Word] = []
+        while self.new and self.buffer and _norm(self.new[0].text) == _norm(self.buffer[0].text):
+            w = self.new.pop(0)
+            self.buffer.pop(0)
+            commit.append(w)
+            self.last_committed_time = w.end
+        self.buffer = self.new
+        self.new = []
+        self.committed_in_buffer.extend(commit)
+        return commit
+
+    def pop_committed(self, t: float) -> None:
+        while self.committed_in_buffer and self.committed_in_buffer[0].end <= t:
+            self.committed_in_buffer.pop(0)
+
+    def complete(self) -> list[Word]:
+        return list(self.buffer)
+
+
+def _norm(w: str) -> str:
+    return w.strip()
+
+
+def join_words(words: Sequence[Word]) -> str:
+    return "".join(w.text for w in words).strip()
+
+
+@dataclass
+class UpdateStats:
+    compute_s: float
+    audio_s: float
+    committed: int
+    stats: dict
+
+
+class OnlineASRProcessor:
+    """whisper_streaming's three verbs over one utterance at a time: :meth:`insert_audio_chunk`,
+    :meth:`process_iter`, :meth:`finish`.
+
+    Args:
+        backend: an :class:`ASRBackend`.
+        buffer_trim_s: trim the audio buffer at a completed segment when it is longer than this (seconds).
+        context: text of earlier utterances, used as the decoding prompt (last 200 characters).
+    """
+
+    def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0):
+        self.backend = backend
+        self.buffer_trim_s = buffer_trim_s
+        self.context = context
+        self.audio = np.zeros(0, np.float32)
+        self.buffer_time_offset = t_offset  # audio time of audio[0], seconds
+        self.hyp = HypothesisBuffer()
+        self.hyp.last_committed_time = t_offset
+        self.committed: list[Word] = []
+        self.updates: list[UpdateStats] = []
+        self.decoded_until = t_offset  # audio time covered by the latest hypothesis, seconds
+        self.final_decodes_skipped = 0
+
+    def insert_audio_chunk(self, samples: np.ndarray) -> None:
+        self.audio = np.concatenate([self.audio, np.asarray(samples, np.float32)])
+
+    @property
+    def audio_end(self) -> float:
+        return self.buffer_time_offset + len(self.audio) / SAMPLE_RATE
+
+    def prompt(self) -> str:
+        # committed words that left the buffer, plus earlier utterances; last 200 characters
+        outside = [w for w in self.committed if w.end <= self.buffer_time_offset]
+        return (self.context + join_words(outside))[-200:]
+
+    def process_iter(self) -> tuple[list[Word], list[Word]]:
+        """Re-decode the buffer. Returns (newly committed words, current tentative words)."""
+        if len(self.audio) < SAMPLE_RATE * 0.1:
+            return [], self.hyp.complete()
+        t0 = time.perf_counter()
+        res = self.backend.transcribe(self.audio, self.prompt())
+        self.decoded_until = self.audio_end
+        self.hyp.insert(res.words, self.buffer_time_offset)
+        new = self.hyp.flush()
+        self.committed.extend(new)
+        if len(self.audio) / SAMPLE_RATE > self.buffer_trim_s:
+            self._chunk_completed_segment(res.segment_ends)
+        self.updates.append(UpdateStats(time.perf_counter() - t0, len(self.audio) / SAMPLE_RATE, len(new), res.stats))
+        return new, self.hyp.complete()
+
+    def _chunk_completed_segment(self, ends: list[float]) -> None:
+        if not self.committed or len(ends) < 2:
+            return
+        ends = list(ends)
+        t = self.committed[-1].end
+        e = ends[-2] + self.buffer_time_offset
+        while len(ends) > 2 and e > t:
+            ends.pop()
+            e = ends[-2] + self.buffer_time_offset
+        if e <= t:
+            self._chunk_at(e)
+
+    def _chunk_at(self, t: float) -> None:
+        self.hyp.pop_committed(t)
+        cut = int(round((t - self.buffer_time_offset) * SAMPLE_RATE))
+        self.audio = self.audio[cut:]
+        self.buffer_time_offset = t
+
+    def finish(self, speech_end: float | None = None) -> list[Word]:
+        """End of speech: everything after the committed words is committed. Returns the words committed now.
+
+        If the latest hypothesis already covers the audio up to ``speech_end`` (audio time, seconds; only silence
+        came after it), that hypothesis is final and no decode is needed; otherwise the remaining buffer is decoded
+        once more."""
+        tail: list[Word] = []
+        if speech_end is not None and self.updates and self.decoded_until >= speech_end:
+            tail = self.hyp.complete()
+            self.final_decodes_skipped += 1
+        elif len(self.audio) >= SAMPLE_RATE * 0.1:
+            t0 = time.perf_counter()
+            res = self.backend.transcribe(self.audio, self.prompt())
+            self.hyp.insert(res.words, self.buffer_time_offset)
+            tail = list(self.hyp.new)
+            self.hyp.new = []
+            self.updates.append(UpdateStats(time.perf_counter() - t0, len(self.audio) / SAMPLE_RATE, len(tail), res.stats))
+        else:
+            tail = self.hyp.complete()
+        self.committed.extend(tail)
+        self.hyp.buffer = []
+        return tail
+
+    @property
+    def text(self) -> str:
+        return join_words(self.committed)
