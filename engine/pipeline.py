@@ -80,6 +80,8 @@ class StreamingTranscriber:
         self.min_chunk_s = min_chunk_s
         self.buffer_trim_s = buffer_trim_s
         self.max_utterance_s = max_utterance_s
+        self.context_gap_s = 3.0  # keep the previous utterance as acoustic context when the pause is shorter
+        self._last_words: list = []
         self.q: queue.Queue = queue.Queue()
         self.stats = TranscriberStats()
         self.transcript: list[str] = []  # final text of each utterance, in order (never lost)
@@ -137,14 +139,14 @@ class StreamingTranscriber:
                     last_wall = block.wall
                     self.stats.audio_s = block.t_end
                     ring.append(block)
-                    while ring and ring[-1].t_end - ring[0].t_start > 3.0:
+                    while ring and ring[-1].t_end - ring[0].t_start > self.buffer_trim_s + 3.0:
                         ring.pop(0)
                     if proc is not None:
                         proc.insert_audio_chunk(block.samples)
                         pending_new += len(block.samples) / SAMPLE_RATE
                 elif kind == "start" and proc is None:
                     utt_index, proc, rec = self._start(utt_index + 1, item[1], ring)
-                    pending_new = proc.audio_end - proc.buffer_time_offset
+                    pending_new = proc.audio_end - rec.t_start
                 elif kind == "end" and proc is not None:
                     blk = item[2]
                     t_end = item[1]
@@ -179,17 +181,29 @@ class StreamingTranscriber:
         return self.stats
 
     def _start(self, index: int, t_start: float, ring: list[AudioBlock]):
-        context = " ".join(self.transcript)[-200:]
+        # Acoustic context: when the previous utterance ended moments ago, its audio stays at the head of the
+        # buffer (its words count as committed), so Whisper decodes the new words in their long-form context.
+        prev = self.stats.utterances[-1] if self.stats.utterances else None
+        ctx_words: list = []
+        t_buf = t_start
+        if (prev is not None and prev.t_end is not None and t_start - prev.t_end < self.context_gap_s
+                and t_start - prev.t_start < self.buffer_trim_s and ring and ring[0].t_start <= prev.t_start):
+            t_buf = prev.t_start
+            ctx_words = list(self._last_words)
+        earlier = self.transcript[:-1] if ctx_words else self.transcript
+        context = " ".join(earlier)[-200:]
         proc = OnlineASRProcessor(self.backend, self.buffer_trim_s, context=context + " " if context else "",
-                                  t_offset=t_start)
+                                  t_offset=t_buf, context_words=ctx_words,
+                                  committed_until=ctx_words[-1].end if ctx_words else None)
+        t_start_utt, t_start = t_start, t_buf
         for b in ring:  # pre-roll: audio from t_start on, already captured
             if b.t_end <= t_start:
                 continue
             skip = max(0, int(round((t_start - b.t_start) * SAMPLE_RATE)))
             proc.insert_audio_chunk(b.samples[skip:])
-        rec = UtteranceRecord(index=index, t_start=t_start)
+        rec = UtteranceRecord(index=index, t_start=t_start_utt)
         self.stats.utterances.append(rec)
-        self.emit(SpeechStarted(index, t_start))
+        self.emit(SpeechStarted(index, t_start_utt))
         return index, proc, rec
 
     def _update(self, proc: OnlineASRProcessor, rec: UtteranceRecord) -> None:
@@ -223,6 +237,7 @@ class StreamingTranscriber:
             self.stats.asr_compute_s += u.compute_s
             self.stats.updates += 1
         rec.text = proc.text
+        self._last_words = list(proc.committed)
         rec.final_wall = time.monotonic()
         if rec.text:
             self.transcript.append(rec.text)

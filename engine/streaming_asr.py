@@ -73,9 +73,9 @@ class FasterWhisperBackend:
         words, ends, n_tok = [], [], 0
         for s in segments:
             n_tok += len(s.tokens)
-            ends.append(s.end)
+            ends.append(float(s.end))
             for w in s.words or []:
-                words.append(Word(w.start, w.end, w.word))
+                words.append(Word(float(w.start), float(w.end), w.word))
         return BackendResult(words, ends, {"tokens": n_tok})
 
     def transcribe_text(self, audio: np.ndarray) -> str:
@@ -155,14 +155,19 @@ class OnlineASRProcessor:
         context: text of earlier utterances, used as the decoding prompt (last 200 characters).
     """
 
-    def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0):
+    def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
+                 context_words: Sequence[Word] = (), committed_until: float | None = None):
+        """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
+        buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
+        never emitted again."""
         self.backend = backend
         self.buffer_trim_s = buffer_trim_s
         self.context = context
         self.audio = np.zeros(0, np.float32)
         self.buffer_time_offset = t_offset  # audio time of audio[0], seconds
         self.hyp = HypothesisBuffer()
-        self.hyp.last_committed_time = t_offset
+        self.hyp.last_committed_time = t_offset if committed_until is None else committed_until
+        self.hyp.committed_in_buffer = list(context_words)
         self.committed: list[Word] = []
         self.updates: list[UpdateStats] = []
         self.decoded_until = t_offset  # audio time covered by the latest hypothesis, seconds
@@ -224,6 +229,9 @@ class OnlineASRProcessor:
             tail = self.hyp.complete()
             self.final_decodes_skipped += 1
         elif len(self.audio) >= SAMPLE_RATE * 0.1:
+            if speech_end is not None:  # trailing silence only invites hallucinated repeats
+                keep = int(round((speech_end - self.buffer_time_offset) * SAMPLE_RATE))
+                self.audio = self.audio[: max(keep, int(SAMPLE_RATE * 0.1))]
             t0 = time.perf_counter()
             res = self.backend.transcribe(self.audio, self.prompt())
             self.hyp.insert(res.words, self.buffer_time_offset)

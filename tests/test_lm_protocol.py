@@ -1,0 +1,87 @@
+"""The causal-LM protocol: llama.cpp adapter on the real Qwen 0.5B, torch adapter exactness on a tiny model."""
+
+import numpy as np
+import pytest
+
+from engine.generate import LMSession, TextStreamer, greedy_stream
+from engine.lm import CausalLM, TorchCausalLM
+
+
+def _prompt(lm, text="Name three primary colors."):
+    return lm.tokenize(lm.chat_prompt([{"role": "user", "content": text}]), special=True)
+
+
+def test_llama_adapter_protocol_and_greedy(qwen_small):
+    lm = qwen_small
+    assert isinstance(lm, CausalLM)
+    s = LMSession(lm)
+    prompt = _prompt(lm)
+    out = list(greedy_stream(s, prompt, 24, lm.eos_ids))
+    text = lm.detokenize(out).lower()
+    assert len(out) > 3 and any(c in text for c in ("red", "blue", "yellow", "green"))
+    # one batched pass over the greedy continuation predicts the same next tokens (verification = 1 pass)
+    s.crop(len(prompt))
+    assert lm.n_past == len(prompt)
+    rows = s.eval(out)
+    assert rows.shape == (len(out), lm.n_vocab) and rows.dtype == np.float32
+    agree = np.mean([int(np.argmax(r)) == t for r, t in zip(rows[:-1], out[1:])])
+    assert agree >= 0.9  # llama.cpp batched logits differ slightly from one-at-a-time (MODELS.md)
+    # crop then re-evaluate the same batch reproduces the logits (nothing stale is left in the KV cache)
+    s.crop(len(prompt))
+    np.testing.assert_allclose(s.eval(out), rows, atol=1e-4)
+    # a crop inside the sequence: same next-token choices (batch shape changes llama.cpp's numerics slightly)
+    s.crop(len(prompt) + 3)
+    again = s.eval(out[3:6])
+    assert [int(np.argmax(r)) for r in again] == [int(np.argmax(r)) for r in rows[3:6]]
+    np.testing.assert_allclose(again, rows[3:6], atol=1.0)
+    with pytest.raises(ValueError):
+        lm.crop(lm.n_past + 5)
+    with pytest.raises(ValueError):
+        lm.eval([])
+
+
+def test_session_prefix_reuse_counts_only_new_tokens(qwen_small):
+    s = LMSession(qwen_small)
+    p1 = _prompt(qwen_small, "Say hello.")
+    s.prefill(p1)
+    n = s.n_eval_tokens
+    p2 = p1 + qwen_small.tokenize(" More text here.")
+    s.prefill(p2)
+    assert s.n_eval_tokens - n == len(p2) - len(p1)
+    assert s.tokens == p2 and qwen_small.n_past == len(p2)
+
+
+def test_torch_adapter_crop_is_exact():
+    """A tiny random Qwen2 is fine here: this checks the adapter's cache arithmetic, not a model."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    model = Qwen2ForCausalLM(cfg)
+
+    class Tok:
+        def encode(self, text, **kw):
+            return [ord(c) % 64 for c in text]
+
+        def decode(self, ids):
+            return "".join(chr(65 + i % 26) for i in ids)
+
+    lm = TorchCausalLM(model, Tok(), device="cpu")
+    assert isinstance(lm, CausalLM)
+    toks = [1, 5, 9, 3, 7, 2, 8, 4]
+    full = lm.eval(toks)
+    lm.crop(3)
+    part = lm.eval(toks[3:])
+    np.testing.assert_allclose(part, full[3:], atol=1e-5)
+    lm.crop(0)
+    np.testing.assert_allclose(lm.eval(toks[:2]), full[:2], atol=1e-5)
+
+
+def test_text_streamer_holds_back_partial_utf8(qwen_small):
+    ids = qwen_small.tokenize("Grüße aus München 🎉")
+    st = TextStreamer(qwen_small.detokenize)
+    pieces = [st.push(i) for i in ids]
+    assert "".join(pieces) == "Grüße aus München 🎉"
+    assert all("\ufffd" not in p for p in pieces)

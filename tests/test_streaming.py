@@ -1,0 +1,94 @@
+"""Streaming ASR: LocalAgreement-2 commit policy, and the pipeline on real audio with real Whisper."""
+
+import jiwer
+import pytest
+
+from engine.events import FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, Word
+from engine.streaming_asr import HypothesisBuffer, OnlineASRProcessor
+
+from .conftest import JFK_TEXT
+
+
+def W(words, t0=0.0, step=0.5):
+    return [Word(t0 + i * step, t0 + i * step + 0.4, " " + w) for i, w in enumerate(words.split())]
+
+
+def test_local_agreement_commits_the_common_prefix_of_two_hypotheses():
+    hb = HypothesisBuffer()
+    hb.insert(W("and so my"), 0)
+    assert hb.flush() == []  # a single hypothesis commits nothing
+    hb.insert(W("and so my fellow"), 0)
+    assert [w.text for w in hb.flush()] == [" and", " so", " my"]
+    hb.insert(W("and so my fellow americans ask"), 0)
+    assert [w.text for w in hb.flush()] == [" fellow"]
+    # a changed tail is not committed until two hypotheses agree
+    hb.insert(W("and so my fellow americans asked"), 0)
+    assert [w.text for w in hb.flush()] == [" americans"]
+    assert [w.text for w in hb.complete()] == [" asked"]
+
+
+def test_repeated_ngram_after_commit_is_dropped():
+    hb = HypothesisBuffer()
+    hb.committed_in_buffer = W("ask not")
+    hb.last_committed_time = 0.9
+    hb.insert([Word(0.95, 1.3, " not"), Word(1.4, 1.8, " what")], 0)
+    assert [w.text for w in hb.new] == [" what"]
+
+
+class ScriptedBackend:
+    """Replays fixed hypotheses (word lists); checks the processor's bookkeeping, not Whisper."""
+
+    name = "scripted"
+
+    def __init__(self, hyps):
+        self.hyps = list(hyps)
+
+    def transcribe(self, audio, prompt=""):
+        from engine.streaming_asr import BackendResult
+
+        words = self.hyps.pop(0) if len(self.hyps) > 1 else self.hyps[0]
+        return BackendResult(words, [words[-1].end] if words else [], {})
+
+
+def test_processor_finish_skips_decode_when_hypothesis_covers_speech():
+    import numpy as np
+
+    be = ScriptedBackend([W("hello there"), W("hello there friend")])
+    p = OnlineASRProcessor(be)
+    p.insert_audio_chunk(np.zeros(16000, np.float32))
+    p.process_iter()
+    p.insert_audio_chunk(np.zeros(16000, np.float32))
+    p.process_iter()
+    assert p.text == "hello there"
+    p.finish(speech_end=1.5)
+    assert p.text == "hello there friend" and p.final_decodes_skipped == 1
+
+
+@pytest.mark.parametrize("role", ["asr_draft", "asr_target"])
+def test_pipeline_on_jfk_emits_partials_then_final(runtime, jfk_path, role):
+    from audio.sources import FileSource
+    from engine.pipeline import StreamingTranscriber
+    from engine.streaming_asr import FasterWhisperBackend
+
+    be = FasterWhisperBackend(runtime.model(role).path)
+    events = []
+    st = StreamingTranscriber(FileSource(jfk_path, realtime=False), be, runtime.vad(), events.append, min_chunk_s=1.0)
+    stats = st.run()
+    kinds = [type(e) for e in events]
+    assert kinds[0] is SpeechStarted and kinds[-1] is FinalTranscript
+    finals = [e for e in events if isinstance(e, FinalTranscript)]
+    assert len(finals) == kinds.count(SpeechEnded) == kinds.count(SpeechStarted)
+    # committed text only grows within an utterance (never rewritten)
+    by_utt = {}
+    for e in events:
+        if isinstance(e, PartialTranscript):
+            prev = by_utt.get(e.utterance, "")
+            assert e.committed.strip().startswith(prev.strip())
+            by_utt[e.utterance] = e.committed
+    text = " ".join(f.text for f in finals)
+    tr = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.RemoveMultipleSpaces(), jiwer.Strip()])
+    wer = jiwer.wer(tr(JFK_TEXT), tr(text))
+    assert wer <= 0.1, text
+    assert stats.audio_s == pytest.approx(12.0, abs=0.2) and stats.rtf > 0
+    for f in finals:  # every word overlaps its utterance (Whisper stretches a first word over the pause before it)
+        assert all(w.end >= f.t_start and w.start <= f.t_end + 0.5 for w in f.words)
