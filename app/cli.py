@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("caption", parents=[common], help="live caption and translation")
     src_args(c, audio_required=False)
     c.add_argument("--to", default="de", help="target language code or name (default: de)")
+    b = sub.add_parser("bench", help="benchmarks (method vs its AR baseline, JSON out): predgen")
+    b.add_argument("which", choices=["predgen", "partial-streams"])
+    b.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (see --help after its name)")
     m = sub.add_parser("models", parents=[common], help="resolve, join and verify every model role")
     m.add_argument("--verify", action="store_true", help="re-hash every file even if it was verified before")
     m.add_argument("--roles", default="", help="comma-separated roles (default: all)")
@@ -199,85 +202,86 @@ def cmd_transcribe(args, cfg, rt, printer) -> dict:
     return {"asr": _asr_report(st, cfg)}
 
 
+def build_assistant(cfg, rt, emit):
+    """The cascade or PredGen assistant per ``cfg.llm.answer_method`` (shared with the GUI)."""
+    from engine.assistant import Assistant, PredGenAssistant
+
+    c = cfg.llm
+    lm, tts = rt.llm(), rt.tts()
+    if c.answer_method == "cascade":
+        return Assistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit)
+    if c.answer_method != "predgen":
+        from engine.config import ConfigError
+
+        raise ConfigError(f"llm.answer_method must be 'predgen' or 'cascade', got {c.answer_method!r}")
+    judge = rt.llm(instance="judge", n_ctx=1024) if c.predgen_verifier == "reflection" else None
+    return PredGenAssistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit, verifier=c.predgen_verifier,
+                            top_k=c.predgen_top_k, beta=cfg.caption.beta, tokens_per_update=c.predgen_tokens_per_update,
+                            judge_lm=judge, speculation_threads=c.predgen_speculation_threads)
+
+
 def cmd_assist(args, cfg, rt, printer) -> dict:
     from audio.io import write_wav
     from audio.playback import NullPlayer, open_player
-    from engine.assistant import Assistant
-    from engine.events import AnswerAudio, AnswerDone, AnswerSentence, Error, FinalTranscript, SpeechStarted
+    from engine.assistant import Conversation
+    from engine.events import (AnswerAudio, AnswerDone, AnswerSentence, Error, FinalTranscript, PartialTranscript,
+                               SpeechStarted)
 
     out = Path(args.out)
-    lm = rt.llm()
-    tts = rt.tts()
-    printer.line(f"models ready ({', '.join(f'{k} {v}s' for k, v in rt.load_times.seconds.items())})")
     answer_events: queue.Queue = queue.Queue()
-    assistant = Assistant(lm, tts, cfg.llm.system_prompt, cfg.llm.max_answer_tokens, emit=answer_events.put)
+    assistant = build_assistant(cfg, rt, answer_events.put)
     assistant.warm()
+    tts = rt.tts()
+    printer.line(f"models ready ({', '.join(f'{k} {v}s' for k, v in rt.load_times.seconds.items())}); "
+                 f"answer method: {cfg.llm.answer_method}")
     player = NullPlayer() if args.no_play else open_player(tts.sample_rate, cfg.audio.output_device)
     if not player.available and not args.no_play:
         printer.line("no audio output device: the answer is written to a WAV only")
-    answers: list[dict] = []
+    results: list[dict] = []
+    finals: dict[int, float] = {}
     audio_parts: list[np.ndarray] = []
-    state = {"thread": None, "cancel": None, "pending_text": "", "current": None}
 
-    def drain_answer_events():
+    def on_metrics(utt, text, m):
+        results.append({"utterance": utt, "user": text, "metrics": m})
+
+    conv = Conversation(assistant, on_metrics)
+
+    def drain():
         while True:
             try:
                 ev = answer_events.get_nowait()
             except queue.Empty:
                 return
-            cur = state["current"]
             if isinstance(ev, AnswerSentence):
                 printer.line(f"assistant: {ev.text}")
             elif isinstance(ev, AnswerAudio):
                 audio_parts.append(ev.samples)
                 player.play(ev.samples, ev.sample_rate)
-                if cur is not None and cur.get("first_audio_wall") is None:
-                    cur["first_audio_wall"] = time.monotonic()
+                conv.mark_heard()
             elif isinstance(ev, AnswerDone):
                 if ev.interrupted:
                     printer.line("(answer interrupted)")
+                if len(results) and results[-1]["utterance"] == ev.utterance:
+                    results[-1]["answer"] = ev.text
             elif isinstance(ev, Error):
                 printer.line(f"! {ev.where}: {ev.message}")
 
-    def run_answer(rec: dict, text: str, cancel: threading.Event):
-        answer, m = assistant.answer(rec["utterance"], text, cancel)
-        rec["answer"] = answer
-        rec["metrics"] = m
-
-    def join_answer():
-        th = state["thread"]
-        while th is not None and th.is_alive():
-            th.join(timeout=0.05)
-            drain_answer_events()
-        drain_answer_events()
-
     def on_event(ev):
-        drain_answer_events()
-        if isinstance(ev, SpeechStarted) and state["thread"] is not None and state["thread"].is_alive():
-            # barge-in: the user speaks again while the answer is being generated/spoken
-            state["cancel"].set()
-            player.stop()
-            cur = state["current"]
-            if cur.get("first_audio_wall") is None:  # nothing heard yet: the user was still talking
-                state["pending_text"] = cur["user"] + " "
-            join_answer()
-        elif isinstance(ev, FinalTranscript) and ev.text.strip():
-            join_answer()
-            text = (state["pending_text"] + ev.text).strip()
-            state["pending_text"] = ""
-            if assistant.history and state["current"] is not None and state["current"].get("merged_into_next"):
-                pass
-            rec = {"utterance": ev.utterance, "user": text, "eos_wall": None, "final_wall": ev.wall}
-            answers.append(rec)
-            state["current"] = rec
-            cancel = threading.Event()
-            state["cancel"] = cancel
-            th = threading.Thread(target=run_answer, args=(rec, text, cancel), name="answer", daemon=True)
-            state["thread"] = th
-            th.start()
+        drain()
+        if isinstance(ev, SpeechStarted):
+            if conv.on_speech_start():
+                player.stop()
+        elif isinstance(ev, PartialTranscript):
+            conv.on_partial(ev.utterance, ev.text)
+        elif isinstance(ev, FinalTranscript):
+            finals[ev.utterance] = ev.wall
+            conv.on_final(ev.utterance, ev.text)
 
     st = _run_transcriber(args, cfg, rt, on_event, printer)
-    join_answer()
+    while not conv.wait_idle(timeout=0.05):
+        drain()
+    drain()
+    conv.close()
     player.wait(timeout=120)
     player.close()
     eos = {u.index: u.eos_wall for u in st.stats.utterances}
@@ -286,28 +290,32 @@ def cmd_assist(args, cfg, rt, printer) -> dict:
         wav = write_wav(out / "answer.wav", np.concatenate(audio_parts), tts.sample_rate)
         printer.line(f"answer audio: {wav}")
     rep_answers = []
-    for rec in answers:
-        m = rec.get("metrics")
+    for rec in results:
+        m = rec["metrics"]
         e = eos.get(rec["utterance"])
-        if m is None:
-            continue
         first_audio = player.first_sample_wall if player.available and player.first_sample_wall else m.first_audio_wall
         rep_answers.append({
             "user": rec["user"], "answer": rec.get("answer", ""),
-            "eos_to_final_transcript_s": _r(rec["final_wall"] - e) if e else None,
+            "eos_to_final_transcript_s": _r(finals[rec["utterance"]] - e) if e and rec["utterance"] in finals else None,
             "eos_to_first_token_s": _r(m.first_token_wall - e) if e and m.first_token_wall else None,
             "ttfs_s": _r(m.first_sentence_wall - e) if e and m.first_sentence_wall else None,
             "eos_to_first_audio_s": _r(first_audio - e) if e and first_audio else None,
+            "final_transcript_to_first_audio_s": _r(first_audio - finals[rec["utterance"]])
+            if first_audio and rec["utterance"] in finals else None,
+            "nfetfs": m.nfetfs, "presynth_used": m.presynth_used, "speculative_updates": m.speculative_updates,
+            "accepted_tokens": m.accepted_tokens,
+            "updates": [{"partial": st.partial, "accepted": st.accepted, "previous_len": st.previous_len,
+                         "generated": st.generated, "nfe": st.nfe, "compute_s": _r(st.compute_s),
+                         "first_sentence": st.first_sentence, "cancelled": st.cancelled} for st in m.steps],
             "llm": {"prompt_tokens": m.gen.prompt_tokens, "new_tokens": m.gen.new_tokens,
                     "prefill_s": _r(m.gen.prefill_s), "decode_s": _r(m.gen.decode_s),
                     "tokens_per_s": _r(m.gen.tokens_per_s, 2)},
             "tts": {"sentences": m.sentences, "audio_s": _r(m.audio_s), "compute_s": _r(m.tts_compute_s),
                     "rtf": _r(m.tts_compute_s / m.audio_s if m.audio_s else None, 4)},
-            "interrupted": bool(rec.get("answer") is not None and state["cancel"] is not None
-                                and rec is not answers[-1]),
         })
-    return {"asr": _asr_report(st, cfg), "answers": rep_answers, "answer_wav": str(wav) if wav else None,
-            "played": bool(player.available)}
+    return {"asr": _asr_report(st, cfg), "answer_method": cfg.llm.answer_method,
+            "predgen_verifier": cfg.llm.predgen_verifier if cfg.llm.answer_method == "predgen" else None,
+            "answers": rep_answers, "answer_wav": str(wav) if wav else None, "played": bool(player.available)}
 
 
 def cmd_caption(args, cfg, rt, printer) -> dict:
@@ -409,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
     from engine.models import ModelError
 
     args = _parser().parse_args(argv)
+    if args.cmd == "bench":
+        if args.which == "predgen":
+            from bench.predgen_bench import main as bench_main
+        else:
+            from bench.make_partial_streams import main as bench_main
+        return bench_main(args.rest)
     printer = Printer(args.quiet)
     report: dict = {"command": args.cmd, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     out = Path(args.out)
@@ -457,9 +471,10 @@ def _print_summary(cmd: str, rep: dict, path: Path, printer: Printer) -> None:
         lines.append(f"ASR ({asr['method']}, {asr['model_role']}): {asr['audio_s']} s audio, RTF {asr['rtf']}, "
                      f"end of speech → final transcript {asr['eos_to_final_s_mean']} s (mean)")
     for a in rep.get("answers", []):
-        lines.append(f"answer: TTFS {a['ttfs_s']} s, end of speech → first audio {a['eos_to_first_audio_s']} s, "
-                     f"first token {a['eos_to_first_token_s']} s, LLM {a['llm']['tokens_per_s']} tok/s, "
-                     f"TTS RTF {a['tts']['rtf']}")
+        lines.append(f"answer ({rep.get('answer_method')}): TTFS {a['ttfs_s']} s, end of speech → first audio "
+                     f"{a['eos_to_first_audio_s']} s (final transcript → first audio "
+                     f"{a['final_transcript_to_first_audio_s']} s), NFETFS {a['nfetfs']}, "
+                     f"pre-synthesised {a['presynth_used']}, LLM {a['llm']['tokens_per_s']} tok/s, TTS RTF {a['tts']['rtf']}")
     cap = rep.get("caption")
     if cap:
         lines.append(f"caption: {cap['updates']} updates, {cap['compute_s_mean']} s each (mean), "

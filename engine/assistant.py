@@ -8,6 +8,7 @@ partial answer is what enters the history.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -30,6 +31,11 @@ class AnswerMetrics:
     first_sentence_wall: float | None = None  # first complete sentence generated (TTFS mark)
     first_audio_wall: float | None = None  # first sentence's audio synthesised
     done_wall: float | None = None
+    nfetfs: int | None = None  # LLM forward passes from end of input to the first sentence
+    presynth_used: bool = False  # PredGen: the pre-synthesised first sentence was played as is
+    accepted_tokens: int = 0  # PredGen: candidate tokens accepted by the final verification
+    speculative_updates: int = 0
+    steps: list = field(default_factory=list)  # PredGen StepInfo of each update this turn
     sentences: int = 0
     audio_s: float = 0.0
     tts_compute_s: float = 0.0
@@ -143,3 +149,191 @@ class Assistant:
                 m.first_audio_wall = time.monotonic()
             m.audio_s += len(audio) / self.tts.sample_rate
             self.emit(AnswerAudio(utterance, index, np.asarray(audio, np.float32), self.tts.sample_rate))
+
+
+class PredGenAssistant(Assistant):
+    """:class:`Assistant` that speculates on partial transcripts with PredGen (engine.predgen).
+
+    ``speculate(partial)`` runs one bounded update (Algorithm 1 lines 9–14); ``answer(final)`` runs the final
+    verification and plays the pre-synthesised first sentence when it was accepted (lines 17–26).
+    """
+
+    def __init__(self, lm, tts, system_prompt: str, max_tokens: int = 256,
+                 emit: Callable[[object], None] = lambda e: None, verifier: str = "greedy", top_k: int = 3,
+                 beta: float = 0.2, tokens_per_update: int = 8, judge_lm=None, speculation_threads: int = 1):
+        super().__init__(lm, tts, system_prompt, max_tokens, emit)
+        from .predgen import PredGen
+
+        self.pg = PredGen(lm, tts, system_prompt, verifier=verifier, top_k=top_k, beta=beta,
+                          tokens_per_update=tokens_per_update, max_tokens=max_tokens, judge_lm=judge_lm,
+                          history=None, speculation_threads=speculation_threads)
+        self.pg.history = self.history  # one conversation
+        self.session = self.pg.session
+        self.updates_this_turn = 0
+
+    def warm(self) -> None:
+        self.pg.warm()
+
+    def speculate(self, utterance: int, partial: str, cancel: threading.Event | None = None):
+        """One speculative update on a partial transcript; returns the :class:`engine.predgen.StepInfo`."""
+        self.updates_this_turn += 1
+        return self.pg.update(partial, cancel)
+
+    def answer(self, utterance: int, user_text: str, cancel: threading.Event | None = None) -> tuple[str, AnswerMetrics]:
+        cancel = cancel or threading.Event()
+        m = AnswerMetrics(start_wall=time.monotonic(), speculative_updates=self.updates_this_turn,
+                          steps=list(self.pg.steps))
+        self.updates_this_turn = 0
+        tts_q: queue.Queue = queue.Queue()
+        tts_thread = threading.Thread(target=self._tts_worker, args=(utterance, tts_q, m, cancel), daemon=True,
+                                      name="tts")
+        tts_thread.start()
+
+        def on_sentence(index: int, text: str, audio, presynth: bool) -> None:
+            if not text:
+                return
+            if m.first_token_wall is None:
+                m.first_token_wall = time.monotonic()
+            self.emit(AnswerDelta(utterance, (" " if index else "") + text))
+            if index == 0 and audio is not None and len(audio) and not cancel.is_set():
+                m.first_sentence_wall = time.monotonic()
+                m.sentences += 1
+                self.emit(AnswerSentence(utterance, 0, text))
+                m.first_audio_wall = time.monotonic()
+                m.audio_s += len(audio) / self.tts.sample_rate
+                self.emit(AnswerAudio(utterance, 0, np.asarray(audio, np.float32), self.tts.sample_rate))
+            else:
+                self._sentence(utterance, index, text, m, tts_q)
+
+        try:
+            info = self.pg.finish(user_text, on_sentence, cancel)
+            text = info.answer
+            m.nfetfs, m.presynth_used, m.accepted_tokens = info.nfetfs, info.presynth_used, info.accepted
+            m.gen.new_tokens, m.gen.decode_s = info.gen_tokens, info.decode_s
+            m.gen.prompt_tokens = len(self.pg.prompt_tokens(user_text))
+        except Exception as e:
+            self.emit(Error("llm", f"answer generation failed: {type(e).__name__}: {e}"))
+            text = ""
+        tts_q.put(None)
+        tts_thread.join()
+        m.done_wall = time.monotonic()
+        self.emit(AnswerDone(utterance, text, interrupted=cancel.is_set()))
+        return text, m
+
+
+class Conversation:
+    """The answer side of the assistant as one worker thread that owns the LLM.
+
+    Feed it transcript events: ``on_partial`` (speculation, latest-only; a newer partial cancels stale work),
+    ``on_final`` (answer; runs after any in-flight speculation is cancelled), ``on_speech_start`` (barge-in: stop
+    the answer being generated or spoken). Results arrive through the assistant's ``emit`` callback. The CLI and
+    the GUI both drive the assistant through this class.
+    """
+
+    def __init__(self, assistant: Assistant, on_metrics: Callable[[int, str, AnswerMetrics], None] | None = None):
+        self.a = assistant
+        self.on_metrics = on_metrics
+        self._cv = threading.Condition()
+        self._partial: tuple[int, str] | None = None
+        self._finals: list[tuple[int, str]] = []
+        self._cancel = threading.Event()
+        self._busy: str = ""
+        self._closed = False
+        self._heard = False  # the current answer's audio reached the user
+        self.pending_text = ""
+        self._thread = threading.Thread(target=self._run, name="answer", daemon=True)
+        self._thread.start()
+
+    @property
+    def speculative(self) -> bool:
+        return isinstance(self.a, PredGenAssistant)
+
+    def on_partial(self, utterance: int, text: str) -> None:
+        if not self.speculative or not text.strip():
+            return
+        with self._cv:
+            self._partial = (utterance, (self.pending_text + text).strip())
+            if self._busy == "speculate":
+                self._cancel.set()
+            self._cv.notify()
+
+    def on_final(self, utterance: int, text: str) -> None:
+        with self._cv:
+            text = (self.pending_text + text).strip()
+            self.pending_text = ""
+            self._partial = None
+            if text:
+                self._finals.append((utterance, text))
+            if self._busy == "speculate":
+                self._cancel.set()
+            self._cv.notify()
+
+    def mark_heard(self) -> None:
+        self._heard = True
+
+    def on_speech_start(self) -> bool:
+        """Barge-in. Returns True if an answer was interrupted."""
+        with self._cv:
+            if self._busy != "answer":
+                return False
+            self._cancel.set()
+            if not self._heard and self._current is not None:
+                self.pending_text = self._current[1] + " "  # nothing heard yet: the user was still talking
+            return True
+
+    def idle(self) -> bool:
+        with self._cv:
+            return not self._busy and not self._finals and self._partial is None
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        t_end = None if timeout is None else time.monotonic() + timeout
+        while not self.idle():
+            if t_end is not None and time.monotonic() > t_end:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._cancel.set()
+            self._cv.notify()
+        self._thread.join(timeout=30)
+
+    _current: tuple[int, str] | None = None
+
+    def _run(self) -> None:
+        # The LLM's compute threads are created by this thread and inherit its priority: speculating on partials
+        # must never slow the ASR down, so the answer side yields the CPU to it.
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except (AttributeError, OSError):
+            pass
+        while True:
+            with self._cv:
+                while not self._closed and not self._finals and self._partial is None:
+                    self._cv.wait()
+                if self._closed:
+                    return
+                self._cancel = threading.Event()
+                if self._finals:
+                    job, self._busy = self._finals.pop(0), "answer"
+                    self._current = job
+                    self._heard = False
+                else:
+                    job, self._busy = self._partial, "speculate"
+                    self._partial = None
+                cancel = self._cancel
+            try:
+                if self._busy == "answer":
+                    _, m = self.a.answer(job[0], job[1], cancel)
+                    if self.on_metrics:
+                        self.on_metrics(job[0], job[1], m)
+                else:
+                    self.a.speculate(job[0], job[1], cancel)
+            except Exception as e:
+                self.a.emit(Error("llm", f"{self._busy} failed: {type(e).__name__}: {e}"))
+            finally:
+                with self._cv:
+                    self._busy = ""
+                    self._current = None

@@ -92,8 +92,10 @@ class LlmConfig:
         "You are specvoice, a helpful offline voice assistant. Answer in plain spoken English, "
         "briefly (two or three sentences), without markdown, lists or code."
     )
+    answer_method: str = "predgen"  # "predgen" (speculate while the user speaks) or "cascade" (plain AR)
     # PredGen (predgen.txt)
-    predgen_verifier: str = "greedy"
+    predgen_verifier: str = "greedy"  # greedy | top_k | reflection | biased
+    predgen_speculation_threads: int = 1  # CPU threads for speculation while the user speaks (0 = all)
     predgen_top_k: int = 3
     predgen_tokens_per_update: int = 8
 

@@ -19,7 +19,10 @@ from .lm import CausalLM
 
 
 class LMSession:
-    """A :class:`CausalLM` plus the token ids in its cache."""
+    """A :class:`CausalLM` plus the token ids in its cache.
+
+    Several sessions may share one LM (one KV cache): a session that finds the cache last written by another one
+    starts over from an empty cache instead of trusting stale token ids."""
 
     def __init__(self, lm: CausalLM):
         self.lm = lm
@@ -27,12 +30,21 @@ class LMSession:
         self.n_eval = 0  # forward passes
         self.n_eval_tokens = 0
 
+    def _claim(self) -> None:
+        if getattr(self.lm, "_session_owner", None) is not self or self.lm.n_past != len(self.tokens):
+            self.lm.crop(0)
+            self.tokens = []
+            self.lm._session_owner = self
+
     def crop(self, n: int) -> None:
+        self._claim()
+        n = min(n, len(self.tokens))
         self.lm.crop(n)
         del self.tokens[n:]
 
     def eval(self, tokens: Sequence[int]) -> np.ndarray:
         """Append and evaluate ``tokens``; logits (len(tokens), n_vocab)."""
+        self._claim()
         logits = self.lm.eval(tokens)
         self.tokens.extend(tokens)
         self.n_eval += 1
@@ -45,6 +57,7 @@ class LMSession:
         prompt = list(prompt)
         if not prompt:
             raise ValueError("empty prompt")
+        self._claim()
         common = 0
         for a, b in zip(self.tokens, prompt):
             if a != b:

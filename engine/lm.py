@@ -131,6 +131,11 @@ class LlamaCppLM:
         self.llm._ctx.kv_cache_seq_rm(-1, n, -1)
         self.llm.n_tokens = n
 
+    def set_threads(self, n: int) -> None:
+        """CPU threads for the following evaluations (0 = all cores); lets speculation leave a core to the ASR."""
+        n = n or default_threads()
+        self.llm._ctx.set_n_threads(n, n)
+
     def tokenize(self, text: str, special: bool = False) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
 

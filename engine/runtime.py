@@ -66,7 +66,9 @@ class Runtime:
         return StreamingVAD(self.model("vad").path, threshold=v.threshold, min_silence_s=v.min_silence_s,
                             min_speech_s=v.min_speech_s, speech_pad_s=v.speech_pad_s)
 
-    def llm(self, role: str | None = None):
+    def llm(self, role: str | None = None, instance: str = "main", n_ctx: int | None = None):
+        """A llama.cpp context on the role's GGUF. Another ``instance`` (e.g. "judge") is a second context on the
+        same file: the weights are mmap-shared, only its KV cache is new."""
         role = role or self.cfg.llm.model_role
 
         def build():
@@ -74,9 +76,9 @@ class Runtime:
 
             m = self.model(role)
             c = self.cfg.llm
-            return LlamaCppLM(m.path, n_ctx=c.n_ctx, n_threads=c.n_threads, n_gpu_layers=c.n_gpu_layers)
+            return LlamaCppLM(m.path, n_ctx=n_ctx or c.n_ctx, n_threads=c.n_threads, n_gpu_layers=c.n_gpu_layers)
 
-        return self._get(f"llm:{role}", build)
+        return self._get(f"llm:{role}:{instance}", build)
 
     def tts(self):
         def build():

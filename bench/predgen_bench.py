@@ -1,0 +1,205 @@
+"""PredGen benchmark: compute-aware simulation of a user speaking, cascade vs PredGen verifiers, one run.
+
+As in the paper (predgen.txt §4.1): simulated time advances by the measured compute of each step, so speculation
+only uses time during which the user is still "speaking". Inputs:
+    1. prompt lists (MT-Bench first turns, GSM8K) revealed at 600 characters per minute, the last incomplete word
+       dropped;
+    2. partial-transcript streams ``{"<full prompt>": [["<partial text>", <seconds since start>], ...], ...}``
+       (real streaming-ASR partials; the last entry is the final transcript, made by bench/make_partial_streams.py).
+
+Per method — cascade (no speculation, same system prompt), PredGen greedy / top-k / reflection — per turn:
+TTFS (end of input → first complete sentence), NFETFS (LLM forward passes in that interval), audio latency (end of
+input → first audio ready: TTS included unless the pre-synthesised audio is used), and for greedy the check that the
+final answer equals the cascade's (llama.cpp's batched logits differ slightly from one-at-a-time logits, so a
+divergence is reported with the logit gap at that position: a near-tie is numerics, not a lossy verifier).
+
+Run: ``specvoice bench predgen [--prompts mtbench|gsm8k|FILE.jsonl] [--stream FILE.json] [--n 10]``. JSON out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+CHARS_PER_S = 600 / 60.0
+
+
+def load_prompts(spec: str, n: int, max_chars: int = 260) -> list[str]:
+    path = {"mtbench": HERE / "data" / "mt_bench_questions.jsonl",
+            "gsm8k": HERE / "data" / "gsm8k_test_first100.jsonl"}.get(spec, Path(spec))
+    out = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        d = json.loads(line)
+        q = d["turns"][0] if "turns" in d else d.get("question") or d.get("prompt")
+        if q and len(q) <= max_chars and "\n" not in q:
+            out.append(q)
+        if len(out) >= n:
+            break
+    return out
+
+
+def reveal_stream(text: str) -> list[tuple[str, float]]:
+    """Partial prompts at 600 characters/minute: a new partial each time a word completes (the last incomplete
+    word dropped); the full text at len/rate seconds."""
+    out = []
+    for m in re.finditer(r"\S+(?=\s)", text):
+        out.append((text[: m.end()], m.end() / CHARS_PER_S))
+    out.append((text, len(text) / CHARS_PER_S))
+    return out
+
+
+def simulate(pg, stream: list[tuple[str, float]], speculate: bool) -> dict:
+    """Run one turn. ``stream``: [(partial, available_at_s)], last = final input. Returns the turn's metrics."""
+    final_text, t_final = stream[-1]
+    t = 0.0
+    last = None
+    updates = []
+    if speculate:
+        partials = stream[:-1]
+        while t < t_final and partials:
+            avail = [j for j, (_, ta) in enumerate(partials) if ta <= t]
+            if not avail:
+                t = partials[0][1]
+                continue
+            j = avail[-1]
+            partial = partials[j][0]
+            if partial == last:  # nothing new: wait for the next partial (or the end of input)
+                t = partials[j + 1][1] if j + 1 < len(partials) else t_final
+                continue
+            cancel = threading.Event()
+            timer = threading.Timer(max(0.0, t_final - t), cancel.set)  # end of input cancels stale work
+            timer.start()
+            c0 = time.perf_counter()
+            st = pg.update(partial, cancel)
+            c = time.perf_counter() - c0
+            timer.cancel()
+            updates.append({"partial": partial, "t": round(t, 3), "compute_s": round(c, 3), "accepted": st.accepted,
+                            "previous_len": st.previous_len, "generated": st.generated, "nfe": st.nfe,
+                            "first_sentence": st.first_sentence, "cancelled": st.cancelled})
+            t += c
+            last = partial
+    wait = max(0.0, t - t_final)  # an in-flight update that ran past the end of input
+    fi = pg.finish(final_text)
+    return {"final": final_text, "updates": updates, "n_updates": len(updates), "residual_wait_s": round(wait, 3),
+            "ttfs_s": round(wait + fi.ttfs_s, 3), "audio_latency_s": round(wait + fi.audio_latency_s, 3),
+            "nfetfs": fi.nfetfs, "presynth_used": fi.presynth_used, "accepted": fi.accepted,
+            "first_sentence": fi.first_sentence, "answer": fi.answer, "answer_tokens": fi.answer_tokens}
+
+
+def _divergence(lm, prompt_tokens, a: list[int], b: list[int]) -> dict | None:
+    """First position where two answers differ, with the logit gap between the two tokens there (one sequential
+    re-evaluation of the common prefix)."""
+    d = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if d is None:
+        return None if len(a) == len(b) else {"position": min(len(a), len(b)), "gap": None}
+    from engine.generate import LMSession
+
+    s = LMSession(lm)
+    row = s.prefill(prompt_tokens + a[:d])
+    return {"position": d, "gap": round(float(abs(row[a[d]] - row[b[d]])), 4),
+            "top2_gap": round(float(np.sort(row)[-1] - np.sort(row)[-2]), 4)}
+
+
+def run(args) -> dict:
+    from engine.config import Config, load_config
+    from engine.predgen import PredGen
+    from engine.runtime import Runtime
+
+    cfg = load_config(args.config, {"llm_target": args.model} if args.model else None, args.set)
+    rt = Runtime(cfg, progress=True)
+    lm = rt.llm(args.role)
+    tts = rt.tts()
+    judge = rt.llm(args.role, instance="judge", n_ctx=1024) if "reflection" in args.methods else None
+    streams: list[list[tuple[str, float]]] = []
+    if args.stream:
+        data = json.loads(Path(args.stream).read_text())
+        for full, parts in list(data.items())[: args.n]:
+            streams.append([(p, float(t)) for p, t in parts])
+    else:
+        streams = [reveal_stream(q) for q in load_prompts(args.prompts, args.n)]
+    system = cfg.llm.system_prompt
+    results: dict[str, list[dict]] = {}
+    for method in ["cascade", *args.methods]:
+        verifier = "greedy" if method == "cascade" else method
+        rows = []
+        for k, stream in enumerate(streams):
+            pg = PredGen(lm, tts, system, verifier=verifier, top_k=args.top_k, tokens_per_update=args.budget,
+                         max_tokens=args.max_tokens, judge_lm=judge)
+            pg.warm()
+            r = simulate(pg, stream, speculate=method != "cascade")
+            rows.append(r)
+            print(f"[{method}] {k + 1}/{len(streams)} latency {r['audio_latency_s']:.2f} s NFETFS {r['nfetfs']} "
+                  f"updates {r['n_updates']} presynth {r['presynth_used']}", flush=True)
+        results[method] = rows
+
+    def summary(rows):
+        lat = [r["audio_latency_s"] for r in rows]
+        ttfs = [r["ttfs_s"] for r in rows]
+        return {"turns": len(rows), "audio_latency_s_mean": round(statistics.mean(lat), 3),
+                "audio_latency_s_median": round(statistics.median(lat), 3),
+                "ttfs_s_mean": round(statistics.mean(ttfs), 3),
+                "nfetfs_mean": round(statistics.mean(r["nfetfs"] for r in rows), 2),
+                "nfetfs_1_share": round(sum(r["nfetfs"] == 1 for r in rows) / len(rows), 3),
+                "presynth_share": round(sum(r["presynth_used"] for r in rows) / len(rows), 3),
+                "updates_mean": round(statistics.mean(r["n_updates"] for r in rows), 2)}
+
+    base = summary(results["cascade"])
+    report = {"benchmark": "predgen", "model": str(rt.model(args.role).path), "input": args.stream or args.prompts,
+              "turns": len(streams), "chars_per_minute": 600, "tokens_per_update": args.budget,
+              "max_tokens": args.max_tokens, "top_k": args.top_k, "methods": {}}
+    for method, rows in results.items():
+        s = summary(rows)
+        s["audio_latency_speedup_vs_cascade"] = round(base["audio_latency_s_mean"] / s["audio_latency_s_mean"], 3)
+        s["ttfs_speedup_vs_cascade"] = round(base["ttfs_s_mean"] / s["ttfs_s_mean"], 3)
+        if method == "greedy":
+            checks = []
+            for r, c in zip(rows, results["cascade"]):
+                same = r["answer_tokens"] == c["answer_tokens"]
+                div = None if same else _divergence(lm, PredGen(lm, None, system).prompt_tokens(c["final"]),
+                                                    c["answer_tokens"], r["answer_tokens"])
+                checks.append({"identical": same, "divergence": div})
+            s["lossless_identical_share"] = round(sum(c["identical"] for c in checks) / len(checks), 3)
+            s["lossless_checks"] = checks
+        report["methods"][method] = s
+    report["turn_details"] = {m: [{k: v for k, v in r.items() if k != "answer_tokens"} for r in rows]
+                              for m, rows in results.items()}
+    return report
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="specvoice bench predgen", description=__doc__.split("\n\n")[0])
+    p.add_argument("--prompts", default="mtbench", help="mtbench | gsm8k | a .jsonl with 'turns' or 'question'")
+    p.add_argument("--stream", help="partial-transcript stream JSON (PredGen simulated-inputs format)")
+    p.add_argument("--n", type=int, default=10, help="number of turns")
+    p.add_argument("--methods", nargs="+", default=["greedy", "top_k", "reflection"])
+    p.add_argument("--top-k", type=int, default=3)
+    p.add_argument("--budget", type=int, default=8, help="tokens per speculative update")
+    p.add_argument("--max-tokens", type=int, default=48, help="answer length generated per turn")
+    p.add_argument("--role", default="llm_target")
+    p.add_argument("--model", help="a GGUF path or hub id for the llm_target role")
+    p.add_argument("--config")
+    p.add_argument("--set", action="append", default=[])
+    p.add_argument("--out", default="bench/results/predgen.json")
+    args = p.parse_args(argv)
+    rep = run(args)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rep, indent=2))
+    print(json.dumps({m: {k: v for k, v in s.items() if k != "lossless_checks"} for m, s in rep["methods"].items()},
+                     indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

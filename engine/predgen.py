@@ -1,0 +1,375 @@
+"""PredGen: answer while the user is still speaking (Li & Grover, "PredGen: Accelerated Inference of Large
+Language Models through Input-Time Speculation for Real-Time Speech Interaction", ../shared/papers/predgen.txt).
+
+Algorithm 1, with AR ``predictive_generate`` (§3.3):
+
+    on the first partial prompt P₁:      (R₁, A₁) ← predictive_generate(0, P₁, "")            (lines 2–5)
+    on each new partial P_{i+1}:          k_i ← verifier(P_{i+1}, R_i)                          (line 12)
+                                          (R_{i+1}, A_{i+1}) ← predictive_generate(k_i, P_{i+1}, R_i)  (line 14)
+    at end of input (P_N):                final verification of R_{N-1}'s first sentence        (line 19)
+                                          accepted → play A_{N-1} at once (NFETFS = 1)          (line 20)
+                                          else     → predictive_generate(k, P_N, R_{N-1}); play A_N (line 23)
+                                          then generate the rest, sentence by sentence          (line 26)
+
+Verification (§3.1) concatenates S = P ⊕ R and runs ONE forward pass over the part of S not already cached
+(the prompt's common prefix with the cache is reused), then crops the KV cache to P ⊕ R[:k] — the accepted tokens'
+KV is kept and never recomputed; generation resumes from the correction token, which that same pass produced.
+Verifiers: greedy (lossless), top-k, reflection (an LLM judge compares the log-likelihood of "yes"/"no" in one
+pass, Table 2; on "no" it falls back to greedy), and any :mod:`engine.verify` function (e.g. SSBD's biased β).
+
+Work while the user speaks is bounded: at most ``tokens_per_update`` new tokens per partial, stopping once the first
+sentence is complete, and a ``cancel`` event (a newer partial arrived) stops it between tokens.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from . import verify as V
+from .generate import LMSession, TextStreamer
+from .text import SentenceSplitter, clean_for_speech
+
+PREDGEN_SYSTEM = ("The instruction provided by the user may be truncated. In such cases, respond based on your best "
+                  "guess of the incomplete instruction. Do not complain about incomplete prompts.")
+
+REFLECTION_TEMPLATE = ("You are given an incomplete prompt and the model's speculative partial answer.\n"
+                       "Please judge whether the partial prompt is consistent with the model's answer.\n"
+                       "Partial Prompt: {prompt}\nPartial Answer: {answer}")
+
+VERIFIERS = ("greedy", "top_k", "reflection", "biased")
+
+
+def first_sentence(detokenize: Callable, tokens: list[int]) -> tuple[int, str] | None:
+    """(number of tokens that make up the first complete sentence, its text) or None if it is not complete yet.
+
+    A sentence is complete when :class:`engine.text.SentenceSplitter` confirms its boundary (PredGen A.1:
+    '.', '?', '!')."""
+    sp = SentenceSplitter()
+    st = TextStreamer(detokenize)
+    for i, t in enumerate(tokens):
+        delta = st.push(t)
+        if delta:
+            got = sp.push(delta)
+            if got:
+                sent = got[0]
+                # the smallest prefix whose text already contains the whole sentence
+                for n in range(1, i + 2):
+                    if sent in detokenize(tokens[:n]):
+                        return n, sent
+                return i + 1, sent
+    return None
+
+
+@dataclass
+class Candidate:
+    """R_i with its first sentence and pre-synthesised audio A_i."""
+
+    prompt: list[int] = field(default_factory=list)
+    response: list[int] = field(default_factory=list)
+    first_len: int | None = None
+    first_text: str = ""
+    audio: np.ndarray | None = None
+    audio_text: str = ""
+
+
+@dataclass
+class StepInfo:
+    """One update or the final step. ``accepted``: k_i; ``nfe``: LLM forward passes; ``compute_s``: wall time."""
+
+    partial: str
+    accepted: int
+    previous_len: int
+    generated: int
+    nfe: int
+    compute_s: float
+    tts_s: float = 0.0
+    first_sentence: str = ""
+    cancelled: bool = False
+
+
+@dataclass
+class FinalInfo:
+    """The end-of-input step: ``nfetfs`` = LLM forward passes from end of input to the first sentence;
+    ``ttfs_s`` = compute time to the first sentence; ``audio_s`` = time to the first audio being ready;
+    ``presynth_used`` = A_{N-1} was played as is."""
+
+    accepted: int
+    nfetfs: int
+    ttfs_s: float
+    audio_latency_s: float
+    presynth_used: bool
+    first_sentence: str
+    answer: str = ""
+    answer_tokens: list[int] = field(default_factory=list)
+    gen_tokens: int = 0
+    decode_s: float = 0.0
+
+
+class PredGen:
+    """PredGen over a :class:`engine.lm.CausalLM` with a chat template.
+
+    Args:
+        lm: target LLM (``chat_prompt``, ``tokenize``, ``detokenize``, ``eos_ids``).
+        tts: ``synthesize(text) -> float32 array`` + ``sample_rate``; None = no pre-synthesis.
+        system_prompt: the assistant's system prompt; PredGen's truncation note (A.3) is appended.
+        verifier: "greedy" | "top_k" | "reflection" | "biased".
+        top_k: k of the top-k verifier. beta: β of the biased verifier (SSBD Eq. 5).
+        tokens_per_update: token budget of one speculative update (while the user speaks).
+        judge_lm: a second context on the same weights for the reflection judge (keeps the main KV cache);
+            None = the main LM (its cache is then refilled after judging).
+        history: earlier turns [{"role","content"}] (multi-turn).
+    """
+
+    def __init__(self, lm, tts=None, system_prompt: str = "", verifier: str = "greedy", top_k: int = 3,
+                 beta: float = 0.2, tokens_per_update: int = 8, max_tokens: int = 256, judge_lm=None,
+                 history: list[dict] | None = None, speculation_threads: int = 0):
+        if verifier not in VERIFIERS:
+            raise ValueError(f"unknown PredGen verifier {verifier!r}; choose from {', '.join(VERIFIERS)}")
+        self.lm = lm
+        self.session = LMSession(lm)
+        self.tts = tts
+        self.system_prompt = (system_prompt + " " + PREDGEN_SYSTEM).strip()
+        self.verifier = verifier
+        self.top_k = top_k
+        self.beta = beta
+        self.tokens_per_update = tokens_per_update
+        self.max_tokens = max_tokens
+        self.judge = LMSession(judge_lm) if judge_lm is not None else None
+        self.history: list[dict] = list(history or [])
+        self.speculation_threads = speculation_threads
+        self.cand = Candidate()
+        self.steps: list[StepInfo] = []
+        self._yes_no: tuple[list[int], list[int]] | None = None
+        self._pending_fill = None
+
+    # -- prompts ------------------------------------------------------------------------------------------------
+    def messages(self, user_text: str) -> list[dict]:
+        return [{"role": "system", "content": self.system_prompt}, *self.history, {"role": "user", "content": user_text}]
+
+    def prompt_tokens(self, user_text: str) -> list[int]:
+        return self.lm.tokenize(self.lm.chat_prompt(self.messages(user_text)), special=True)
+
+    def warm(self) -> None:
+        """Pre-fill the system prompt (and history) so the first update pays only for the user's words."""
+        text = self.lm.chat_prompt([{"role": "system", "content": self.system_prompt}, *self.history],
+                                   add_generation_prompt=False)
+        self.session.prefill(self.lm.tokenize(text, special=True))
+
+    def reset_turn(self) -> None:
+        self.cand = Candidate()
+        self.steps = []
+
+    # -- verification (§3.1) -------------------------------------------------------------------------------------
+    def _rows_for(self, prompt: list[int], response: list[int]) -> np.ndarray:
+        """ONE forward pass over (uncached part of P) ⊕ R; returns rows (len(R)+1, vocab), rows[j] predicting R[j]."""
+        s = self.session
+        s._claim()
+        common = 0
+        for a, b in zip(s.tokens, prompt):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(prompt) - 1)
+        s.crop(common)
+        rows = s.eval(prompt[common:] + response)
+        return rows[len(prompt) - common - 1 :]
+
+    def _judge_yes(self, partial: str, answer: str) -> bool:
+        """Reflection (§3.1, Table 2): one pass; accept if log p("yes") > log p("no") for the first answer token."""
+        sess = self.judge or self.session
+        lm = sess.lm
+        if self._yes_no is None:
+            def ids(words):
+                out = []
+                for w in words:
+                    t = lm.tokenize(w)
+                    if len(t) == 1:
+                        out.append(t[0])
+                return out
+            self._yes_no = (ids(["yes", "Yes", " yes", " Yes"]), ids(["no", "No", " no", " No"]))
+        prompt = lm.tokenize(lm.chat_prompt([{"role": "user", "content": REFLECTION_TEMPLATE.format(
+            prompt=partial, answer=answer)}]), special=True)
+        row = sess.prefill(prompt)
+        yes, no = self._yes_no
+        return float(np.max(row[yes])) > float(np.max(row[no]))
+
+    def verify(self, partial: str, prompt: list[int], response: list[int], first_len: int | None,
+               first_text: str, defer_fill: bool = False) -> tuple[int, int | None, int, bool]:
+        """Line 12: k ← verifier(P, R). Leaves the KV cache at P ⊕ R[:k].
+
+        Returns:
+            (k, correction token or None, forward passes used, fill_pending). ``fill_pending`` is True only for a
+            reflection "yes" with ``defer_fill``: the judge input is not P ⊕ R, so the KV of P ⊕ R[:k] still has to
+            be filled by :meth:`fill` (one pass) before generation continues.
+        """
+        if not response:
+            row = self.session.prefill(prompt)
+            return 0, int(np.argmax(row)), 1, False
+        nfe = 0
+        if self.verifier == "reflection" and first_len:
+            nfe += 1
+            if self._judge_yes(partial, first_text):
+                if defer_fill:
+                    self._pending_fill = (prompt, response[:first_len])
+                    return first_len, None, nfe, True
+                nxt = self.fill(prompt, response[:first_len])
+                return first_len, nxt, nfe + 1, False
+        rows = self._rows_for(prompt, response)
+        nfe += 1
+        if self.verifier == "top_k":
+            v = V.top_k(rows, response, self.top_k)
+        elif self.verifier == "biased":
+            v = V.biased(rows, response, self.beta)
+        else:  # greedy, and reflection's fallback
+            v = V.greedy(rows, response)
+        self.session.crop(len(prompt) + v.accepted)
+        return v.accepted, v.correction, nfe, False
+
+    def fill(self, prompt: list[int], accepted: list[int]) -> int:
+        """One pass that puts P ⊕ accepted in the KV cache; returns the next (greedy) token."""
+        rows = self._rows_for(prompt, accepted)
+        self.session.crop(len(prompt) + len(accepted))
+        return int(np.argmax(rows[-1]))
+
+    # -- predictive_generate (§3.3) --------------------------------------------------------------------------------
+    def _extend(self, out: list[int], nxt: int | None, budget: int, cancel: threading.Event | None,
+                stop_at_first: bool) -> tuple[list[int], int, bool]:
+        """AR greedy from the cached P ⊕ out, starting with token ``nxt``. Returns (out, forward passes, ended)."""
+        nfe = 0
+        n_new = 0
+        while nxt is not None and n_new < budget and len(out) < self.max_tokens:
+            if nxt in self.lm.eos_ids:
+                return out, nfe, True
+            out.append(nxt)
+            n_new += 1
+            if stop_at_first and first_sentence(self.lm.detokenize, out) is not None:
+                return out, nfe, False  # its KV is not needed until the next verification re-evaluates it
+            if cancel is not None and cancel.is_set():
+                break
+            row = self.session.eval([nxt])[-1]
+            nfe += 1
+            nxt = int(np.argmax(row))
+        return out, nfe, False
+
+    def _synth(self, text: str) -> tuple[np.ndarray | None, float]:
+        if self.tts is None:
+            return None, 0.0
+        t0 = time.perf_counter()
+        audio = self.tts.synthesize(clean_for_speech(text))
+        return audio, time.perf_counter() - t0
+
+    def update(self, partial: str, cancel: threading.Event | None = None) -> StepInfo:
+        """Lines 9–14: verify R_i against the new partial prompt, keep the accepted prefix, extend it within the
+        budget, and (re)synthesise the first sentence if it changed."""
+        t0 = time.perf_counter()
+        if self.speculation_threads and hasattr(self.lm, "set_threads"):
+            self.lm.set_threads(self.speculation_threads)
+        c = self.cand
+        prompt = self.prompt_tokens(partial)
+        k, nxt, nfe, _ = self.verify(partial, prompt, c.response, c.first_len, c.first_text)
+        out, nfe2, ended = self._extend(list(c.response[:k]), nxt, self.tokens_per_update, cancel,
+                                        stop_at_first=True)
+        fs = first_sentence(self.lm.detokenize, out)
+        if fs is None and ended and out:  # a complete one-sentence answer (EOS, no trailing space)
+            fs = (len(out), self.lm.detokenize(out).strip())
+        new = Candidate(prompt, out, fs[0] if fs else None, fs[1] if fs else "")
+        tts_s = 0.0
+        if fs and fs[1] == c.audio_text and c.audio is not None:
+            new.audio, new.audio_text = c.audio, c.audio_text  # unchanged: keep A_i
+        elif fs and not (cancel is not None and cancel.is_set()):
+            new.audio, tts_s = self._synth(fs[1])
+            new.audio_text = fs[1]
+        self.cand = new
+        info = StepInfo(partial, k, len(c.response), len(out) - k, nfe + nfe2, time.perf_counter() - t0, tts_s,
+                        new.first_text, bool(cancel is not None and cancel.is_set()))
+        self.steps.append(info)
+        return info
+
+    def finish(self, final: str, on_sentence: Callable[[int, str, np.ndarray | None, bool], None] | None = None,
+               cancel: threading.Event | None = None) -> FinalInfo:
+        """Lines 17–26: final verification; play A_{N-1} if its sentence is accepted, else generate the first
+        sentence; then stream the rest sentence by sentence.
+
+        ``on_sentence(index, text, audio, presynthesised)`` is called for each sentence as soon as it is complete
+        (``audio`` only for the first; later sentences are synthesised by the caller)."""
+        t0 = time.perf_counter()
+        if hasattr(self.lm, "set_threads"):
+            self.lm.set_threads(0)
+        c = self.cand
+        prompt = self.prompt_tokens(final)
+        k, nxt, nfe, fill_pending = self.verify(final, prompt, c.response, c.first_len, c.first_text, defer_fill=True)
+        out = list(c.response[:k])
+        presynth = bool(c.first_len and k >= c.first_len and c.audio is not None and c.audio_text == c.first_text)
+        if presynth:
+            first_text, first_audio = c.first_text, c.audio
+            ttfs = audio_latency = time.perf_counter() - t0
+            if on_sentence:
+                on_sentence(0, first_text, first_audio, True)
+            if fill_pending:
+                nxt = self.fill(prompt, out)
+        else:
+            if fill_pending:  # judged consistent, but A_{N-1} is missing: fill and generate
+                nxt = self.fill(prompt, out)
+                nfe += 1
+            out, nfe2, ended = self._extend(out, nxt, self.max_tokens, cancel, stop_at_first=True)
+            nfe += nfe2
+            fs = first_sentence(self.lm.detokenize, out) or (len(out), self.lm.detokenize(out).strip())
+            first_text = fs[1]
+            ttfs = time.perf_counter() - t0
+            first_audio, _ = self._synth(first_text) if first_text else (None, 0.0)
+            audio_latency = time.perf_counter() - t0
+            if on_sentence:
+                on_sentence(0, first_text, first_audio, False)
+            # the cache holds P ⊕ out[:-1] (the last token was not evaluated): resume with it
+            nxt = None if ended or not out else out.pop()
+        # line 26: the rest of the answer, streamed sentence by sentence
+        t_dec = time.perf_counter()
+        n_eval0 = self.session.n_eval
+        streamer = TextStreamer(self.lm.detokenize)
+        for t in out:
+            streamer.push(t)
+        sp = SentenceSplitter()
+        pos = streamer.text.find(first_text)
+        sent_i = 1
+        done_first = pos >= 0
+        pending = streamer.text[pos + len(first_text):] if done_first else ""
+        emitted = []
+
+        def emit(text_piece: str) -> None:
+            nonlocal sent_i
+            for sent in sp.push(text_piece):
+                emitted.append(sent)
+                if on_sentence:
+                    on_sentence(sent_i, sent, None, False)
+                sent_i += 1
+
+        emit(pending)
+        while nxt is not None and len(out) < self.max_tokens and not (cancel is not None and cancel.is_set()):
+            if nxt in self.lm.eos_ids:
+                break
+            out.append(nxt)
+            delta = streamer.push(nxt)
+            if not done_first:
+                if first_text in streamer.text:
+                    done_first = True
+                    delta = streamer.text[streamer.text.find(first_text) + len(first_text):]
+                else:
+                    delta = ""
+            if delta:
+                emit(delta)
+            nxt = int(np.argmax(self.session.eval([nxt])[-1]))
+        for sent in sp.flush():
+            if on_sentence:
+                on_sentence(sent_i, sent, None, False)
+            sent_i += 1
+        answer = self.lm.detokenize(out).strip()
+        info = FinalInfo(k, nfe, ttfs, audio_latency, presynth, first_text, answer, list(out),
+                         self.session.n_eval - n_eval0, time.perf_counter() - t_dec)
+        self.history += [{"role": "user", "content": final}, {"role": "assistant", "content": answer}]
+        self.reset_turn()
+        return info

@@ -1,0 +1,143 @@
+"""PredGen on the real Qwen 0.5B and the real Piper voice: verifiers, losslessness, KV reuse, cancellation,
+the pre-synthesised-audio path, and the conversation worker."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from engine.predgen import PredGen, first_sentence
+
+SYSTEM = "You are a helpful voice assistant. Answer briefly."
+QUESTION = "What are three good ways to stay healthy during a busy work week?"
+
+
+def partials(text):
+    words = text.split()
+    return [" ".join(words[:i]) for i in range(2, len(words))]
+
+
+@pytest.fixture()
+def pg_factory(qwen_small, runtime):
+    def make(verifier="greedy", tts=False, **kw):
+        pg = PredGen(qwen_small, runtime.tts() if tts else None, SYSTEM, verifier=verifier, max_tokens=40, **kw)
+        pg.warm()
+        return pg
+    return make
+
+
+def _near_tie_or_equal(lm, pg, a, b, final):
+    if a == b:
+        return True
+    d = next(i for i, (x, y) in enumerate(zip(a + [-1], b + [-2])) if x != y)
+    from engine.generate import LMSession
+
+    row = LMSession(lm).prefill(pg.prompt_tokens(final) + a[:d])
+    gap = abs(row[a[d]] - row[b[d]]) if d < min(len(a), len(b)) else np.inf
+    return gap < 0.5  # llama.cpp batch numerics (MODELS.md), not a different greedy choice
+
+
+def test_greedy_predgen_is_lossless(qwen_small, pg_factory):
+    pg = pg_factory("greedy")
+    for p in partials(QUESTION):
+        pg.update(p)
+    got = pg.finish(QUESTION)
+    ref = pg_factory("greedy").finish(QUESTION)  # no updates = the plain cascade, same system prompt
+    assert len(got.answer_tokens) > 5
+    assert _near_tie_or_equal(qwen_small, pg, ref.answer_tokens, got.answer_tokens, QUESTION)
+    assert ref.nfetfs > 1  # the cascade needs a pass per token of the first sentence
+
+
+def test_verification_reuses_kv_and_accepted_tokens_are_not_recomputed(qwen_small, pg_factory):
+    pg = pg_factory("greedy", tokens_per_update=6)
+    pg.update("What are three good ways to stay")
+    cand = list(pg.cand.response)
+    assert len(cand) >= 1
+    s = pg.session
+    prompt = pg.prompt_tokens("What are three good ways to stay healthy")
+    common = next(i for i, (a, b) in enumerate(zip(s.tokens + [-1], prompt)) if a != b)
+    n0, e0 = s.n_eval_tokens, s.n_eval
+    k, nxt, nfe, _ = pg.verify("…", prompt, cand, None, "")
+    assert nfe == 1 and s.n_eval - e0 == 1  # ONE forward pass
+    assert s.n_eval_tokens - n0 == (len(prompt) - common) + len(cand)  # only the uncached part + R
+    assert s.tokens == prompt + cand[:k] and qwen_small.n_past == len(prompt) + k  # KV of P ⊕ R[:k] kept
+    e1 = s.n_eval_tokens
+    out, nfe2, _ = pg._extend(list(cand[:k]), nxt, 3, None, stop_at_first=False)
+    assert s.n_eval_tokens - e1 == nfe2 == len(out) - k  # one token per step, nothing re-evaluated
+
+
+def test_top_k_accepts_at_least_as_much_as_greedy(pg_factory):
+    g, t = pg_factory("greedy"), pg_factory("top_k", top_k=3)
+    g.update("Tell me a fun fact about")
+    t.cand = g.cand
+    g_k = g.verify("x", g.prompt_tokens("Tell me a fun fact about the"), g.cand.response, None, "")[0]
+    t_k = t.verify("x", t.prompt_tokens("Tell me a fun fact about the"), g.cand.response, None, "")[0]
+    assert t_k >= g_k
+
+
+def test_cancelled_update_stops_early(pg_factory):
+    pg = pg_factory("greedy", tokens_per_update=30)
+    cancel = threading.Event()
+    cancel.set()
+    st = pg.update("Explain how a rainbow forms", cancel)
+    assert st.cancelled and st.generated <= 1
+
+
+def test_presynthesised_first_sentence_is_played_as_is(pg_factory):
+    pg = pg_factory("greedy", tts=True, tokens_per_update=40)
+    pg.update(QUESTION)  # the user has said everything; they just have not stopped yet
+    assert pg.cand.first_len and pg.cand.audio is not None and len(pg.cand.audio) > 1000
+    audio_obj = pg.cand.audio
+    got = []
+    info = pg.finish(QUESTION, on_sentence=lambda i, t, a, p: got.append((i, t, a, p)))
+    assert info.presynth_used and info.nfetfs == 1
+    assert got[0][0] == 0 and got[0][2] is audio_obj and got[0][3] is True
+    assert len(got) >= 1 and info.answer.startswith(got[0][1])
+
+
+def test_reflection_paths(pg_factory, monkeypatch):
+    pg = pg_factory("reflection", tokens_per_update=40)
+    pg.update("Give me one tip for better sleep")
+    c = pg.cand
+    assert c.first_len
+    # the judge runs one real forward pass and answers yes or no
+    assert pg._judge_yes("Give me one tip for better sleep", c.first_text) in (True, False)
+    monkeypatch.setattr(pg, "_judge_yes", lambda p, a: True)
+    k, nxt, nfe, _ = pg.verify("x", pg.prompt_tokens("Give me one tip for better sleep at night"), c.response,
+                               c.first_len, c.first_text)
+    assert k == c.first_len and nfe == 2  # judge + one pass filling the KV cache
+    monkeypatch.setattr(pg, "_judge_yes", lambda p, a: False)
+    k2, _, nfe2, _ = pg.verify("x", pg.prompt_tokens("Give me one tip for better sleep at night"), c.response,
+                               c.first_len, c.first_text)
+    assert nfe2 == 2  # judge, then the greedy fallback
+
+
+def test_first_sentence_boundary(qwen_small):
+    ids = qwen_small.tokenize("Sure thing! Here is more")
+    n, s = first_sentence(qwen_small.detokenize, ids)
+    assert s == "Sure thing!" and qwen_small.detokenize(ids[:n]).strip() == "Sure thing!"
+    assert first_sentence(qwen_small.detokenize, qwen_small.tokenize("No boundary yet")) is None
+
+
+def test_conversation_speculates_then_answers(qwen_small, runtime):
+    from engine.assistant import Conversation, PredGenAssistant
+    from engine.events import AnswerAudio, AnswerDone
+
+    events = []
+    a = PredGenAssistant(qwen_small, runtime.tts(), SYSTEM, max_tokens=30, emit=events.append,
+                         tokens_per_update=6, speculation_threads=1)
+    a.warm()
+    metrics = []
+    conv = Conversation(a, lambda u, t, m: metrics.append(m))
+    for p in partials("Name a planet in our solar system")[:3]:
+        conv.on_partial(0, p)
+        time.sleep(0.3)
+    conv.on_final(0, "Name a planet in our solar system.")
+    assert conv.wait_idle(timeout=120)
+    conv.close()
+    assert metrics and metrics[0].speculative_updates >= 1 and metrics[0].nfetfs >= 1
+    assert any(isinstance(e, AnswerAudio) for e in events)
+    done = [e for e in events if isinstance(e, AnswerDone)]
+    assert done and done[0].text and not done[0].interrupted
+    assert a.history[-2]["content"] == "Name a planet in our solar system."  # multi-turn memory
