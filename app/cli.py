@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     src_args(c, audio_required=False)
     c.add_argument("--to", default="de", help="target language code or name (default: de)")
     b = sub.add_parser("bench", help="benchmarks (method vs its AR baseline, JSON out): predgen")
-    b.add_argument("which", choices=["predgen", "partial-streams"])
+    b.add_argument("which", choices=["predgen", "ssbd", "partial-streams"])
     b.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (see --help after its name)")
     m = sub.add_parser("models", parents=[common], help="resolve, join and verify every model role")
     m.add_argument("--verify", action="store_true", help="re-hash every file even if it was verified before")
@@ -318,21 +318,37 @@ def cmd_assist(args, cfg, rt, printer) -> dict:
             "answers": rep_answers, "answer_wav": str(wav) if wav else None, "played": bool(player.available)}
 
 
-def cmd_caption(args, cfg, rt, printer) -> dict:
-    from engine.caption import Translator, language_name
-    from engine.events import FinalTranscript, PartialTranscript
+def build_translator(cfg, rt, target: str):
+    """The live translator per ``cfg.caption.method`` (shared with the GUI)."""
+    from engine.config import ConfigError
+    from engine.ssbd import ARRetranslator, SSBDTranslator
 
-    lm = rt.llm(cfg.caption.model_role)
-    translator = Translator(lm, args.to, cfg.caption.max_tokens)
-    printer.line(f"captioning into {language_name(args.to)}")
+    c = cfg.caption
+    lm = rt.llm(c.model_role)
+    if c.method == "ssbd":
+        return SSBDTranslator(lm, target, c.max_tokens, beta=c.beta, mask_k=c.mask_k, display_only=c.display_only_mask)
+    if c.method == "ar":
+        return ARRetranslator(lm, target, c.max_tokens, mask_k=c.mask_k if c.display_only_mask else 0)
+    raise ConfigError(f"caption.method must be 'ssbd' or 'ar', got {c.method!r}")
+
+
+def cmd_caption(args, cfg, rt, printer) -> dict:
+    from engine.caption import language_name
+    from engine.events import Caption, FinalTranscript, PartialTranscript
+
+    translator = build_translator(cfg, rt, args.to)
+    printer.line(f"captioning into {language_name(args.to)} ({cfg.caption.method}, β={cfg.caption.beta}, "
+                 f"mask-k={cfg.caption.mask_k}{' display-only' if cfg.caption.display_only_mask else ''})")
     latest: dict = {"job": None}
     cond = threading.Condition()
-    records: list[dict] = []
+    per_utt: dict[int, dict] = {}
+    captions: list[Caption] = []
     stop = threading.Event()
     out = Path(args.out)
     caption_file = out / "caption.txt"
     out.mkdir(parents=True, exist_ok=True)
     caption_file.write_text("")
+    state = {"utt": None}
 
     def worker():
         while True:
@@ -344,34 +360,40 @@ def cmd_caption(args, cfg, rt, printer) -> dict:
             if job is None:
                 return
             utt, text, final = job
-            r = translator.translate(text)
-            records.append({"utterance": utt, "source": text, "translation": r.text, "final": final,
-                            "compute_s": _r(r.compute_s), "new_tokens": r.stats.new_tokens,
-                            "tokens_per_s": _r(r.stats.tokens_per_s, 2)})
-            printer.line(f"[{args.to}]{' (final)' if final else ''} {r.text}")
+            if state["utt"] != utt:
+                translator.reset()  # a new utterance: no draft yet
+                state["utt"] = utt
+            u = translator.translate_ssbd(text, final=final)
+            cap = Caption(utt, text, u.stable_text, u.tail_text, final, u.compute_s)
+            captions.append(cap)
+            st = translator.stream
+            per_utt[utt] = {"source": text, "translation": u.text, "updates": len(st.updates), "ne": round(st.ne, 4),
+                            "acceptance_A_over_D": round(st.acceptance, 4),
+                            "accepted_share_A_over_O": round(st.accepted_share, 4),
+                            "output_tokens_per_s": round(st.tokens_per_s, 2),
+                            "compute_s": round(sum(x.compute_s for x in st.updates), 3)}
+            tail = f" ⟨{u.tail_text.strip()}⟩" if u.tail_text.strip() else ""
+            printer.line(f"[{args.to}]{' (final)' if final else ''} {u.stable_text}{tail}")
             if final:
                 with open(caption_file, "a") as f:
-                    f.write(f"{text}\n\t{r.text}\n")
+                    f.write(f"{text}\n\t{u.text}\n")
 
     th = threading.Thread(target=worker, name="caption", daemon=True)
     th.start()
-    finals: list[tuple] = []
 
-    def submit(job, final=False):
+    def submit(job):
         with cond:
-            if final:
-                finals.append(job)
-            # stale partials are dropped: only the newest pending job survives, finals are queued in order
-            latest["job"] = job if latest["job"] is None or not latest["job"][2] or final else latest["job"]
+            # stale partials are dropped: only the newest pending job survives; a pending final is never replaced
+            if latest["job"] is None or not latest["job"][2] or job[2]:
+                latest["job"] = job
             cond.notify()
 
     def on_event(ev):
         if isinstance(ev, PartialTranscript) and ev.text:
             submit((ev.utterance, ev.text, False))
         elif isinstance(ev, FinalTranscript) and ev.text:
-            submit((ev.utterance, ev.text, True), final=True)
-            # a final must not be overwritten by the next utterance's partial: wait for the worker to take it
-            while True:
+            submit((ev.utterance, ev.text, True))
+            while True:  # the final must be taken before the next utterance's partials may replace it
                 with cond:
                     if latest["job"] is None or latest["job"][2] is False:
                         break
@@ -381,15 +403,21 @@ def cmd_caption(args, cfg, rt, printer) -> dict:
         st = _run_transcriber(args, cfg, rt, on_event, printer)
     finally:
         with cond:
+            while latest["job"] is not None and latest["job"][2]:
+                cond.notify()
+                cond.wait(timeout=0.05)
             stop.set()
             cond.notify()
     th.join()
-    finals_done = [r for r in records if r["final"]]
-    tps = [r["tokens_per_s"] for r in records if r["tokens_per_s"]]
+    utts = [per_utt[k] for k in sorted(per_utt)]
+    tps = [u["output_tokens_per_s"] for u in utts if u["output_tokens_per_s"]]
     return {"asr": _asr_report(st, cfg), "target_language": language_name(args.to),
-            "caption": {"updates": len(records), "final": [r["translation"] for r in finals_done],
-                        "compute_s_mean": _r(np.mean([r["compute_s"] for r in records])) if records else None,
-                        "tokens_per_s_mean": _r(np.mean(tps), 2) if tps else None, "records": records}}
+            "caption": {"method": cfg.caption.method, "beta": cfg.caption.beta, "mask_k": cfg.caption.mask_k,
+                        "display_only": cfg.caption.display_only_mask, "updates": len(captions),
+                        "final": [c.translation for c in captions if c.final],
+                        "ne_mean": _r(np.mean([u["ne"] for u in utts])) if utts else None,
+                        "compute_s_mean": _r(np.mean([c.compute_s for c in captions])) if captions else None,
+                        "tokens_per_s_mean": _r(np.mean(tps), 2) if tps else None, "utterances": utts}}
 
 
 def cmd_models(args, cfg, rt, printer) -> dict:
@@ -420,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "bench":
         if args.which == "predgen":
             from bench.predgen_bench import main as bench_main
+        elif args.which == "ssbd":
+            from bench.ssbd_bench import main as bench_main
         else:
             from bench.make_partial_streams import main as bench_main
         return bench_main(args.rest)
@@ -477,8 +507,8 @@ def _print_summary(cmd: str, rep: dict, path: Path, printer: Printer) -> None:
                      f"pre-synthesised {a['presynth_used']}, LLM {a['llm']['tokens_per_s']} tok/s, TTS RTF {a['tts']['rtf']}")
     cap = rep.get("caption")
     if cap:
-        lines.append(f"caption: {cap['updates']} updates, {cap['compute_s_mean']} s each (mean), "
-                     f"{cap['tokens_per_s_mean']} tok/s")
+        lines.append(f"caption ({cap['method']}): {cap['updates']} updates, {cap['compute_s_mean']} s each (mean), "
+                     f"{cap['tokens_per_s_mean']} output tok/s, NE {cap['ne_mean']}")
     lines.append(f"report: {path}")
     for line in lines:
         print(line)

@@ -102,6 +102,7 @@ class LlmConfig:
 
 @dataclass(frozen=True)
 class CaptionConfig:
+    method: str = "ssbd"  # "ssbd" (previous output as the draft) or "ar" (re-translate from scratch)
     target_language: str = "German"
     model_role: str = "llm_target"
     max_tokens: int = 96

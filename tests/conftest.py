@@ -61,3 +61,21 @@ def run_cli(args, env_extra=None, timeout=600, **kw):
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=kw.get("cwd", ROOT), env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def same_or_near_tie(lm, prompt, a, b, tol=0.5):
+    """Greedy outputs ``a`` and ``b`` for ``prompt`` are equal, or first differ where the two tokens' logits are within
+    ``tol`` (llama.cpp's batched logits differ slightly from one-at-a-time logits, ../shared/MODELS.md).
+    Returns the first differing position (None if equal)."""
+    import numpy as np
+
+    from engine.generate import LMSession
+
+    if a == b:
+        return None
+    d = next(i for i, (x, y) in enumerate(zip(list(a) + [-1], list(b) + [-2])) if x != y)
+    assert d < min(len(a), len(b)), f"one output is a strict prefix of the other at {d}"
+    row = LMSession(lm).prefill(list(prompt) + list(a[:d]))
+    gap = abs(float(row[a[d]]) - float(row[b[d]]))
+    assert gap < tol, f"outputs differ at {d} with logit gap {gap:.3f}: not a near-tie"
+    return d

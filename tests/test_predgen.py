@@ -9,6 +9,8 @@ import pytest
 
 from engine.predgen import PredGen, first_sentence
 
+from .conftest import same_or_near_tie
+
 SYSTEM = "You are a helpful voice assistant. Answer briefly."
 QUESTION = "What are three good ways to stay healthy during a busy work week?"
 
@@ -27,17 +29,6 @@ def pg_factory(qwen_small, runtime):
     return make
 
 
-def _near_tie_or_equal(lm, pg, a, b, final):
-    if a == b:
-        return True
-    d = next(i for i, (x, y) in enumerate(zip(a + [-1], b + [-2])) if x != y)
-    from engine.generate import LMSession
-
-    row = LMSession(lm).prefill(pg.prompt_tokens(final) + a[:d])
-    gap = abs(row[a[d]] - row[b[d]]) if d < min(len(a), len(b)) else np.inf
-    return gap < 0.5  # llama.cpp batch numerics (MODELS.md), not a different greedy choice
-
-
 def test_greedy_predgen_is_lossless(qwen_small, pg_factory):
     pg = pg_factory("greedy")
     for p in partials(QUESTION):
@@ -45,7 +36,7 @@ def test_greedy_predgen_is_lossless(qwen_small, pg_factory):
     got = pg.finish(QUESTION)
     ref = pg_factory("greedy").finish(QUESTION)  # no updates = the plain cascade, same system prompt
     assert len(got.answer_tokens) > 5
-    assert _near_tie_or_equal(qwen_small, pg, ref.answer_tokens, got.answer_tokens, QUESTION)
+    same_or_near_tie(qwen_small, pg.prompt_tokens(QUESTION), ref.answer_tokens, got.answer_tokens)
     assert ref.nfetfs > 1  # the cascade needs a pass per token of the first sentence
 
 

@@ -1,0 +1,198 @@
+"""SSBD: Self-Speculative Biased Decoding for live re-translation (../shared/papers/ssbd_live_translation.txt).
+
+Each streaming update re-translates the grown source X^T, using the previous output Y^{T-1} as the draft
+(Algorithm 1):
+    line 2–3   prompt = create_input(X^T, Y^{T-1}); ONE forward pass over (uncached prompt) ⊕ Y^{T-1}
+    line 4–12  for each draft position, P' = (1−β)·P + β·onehot(Y_i^{T-1})   (Eq. 5); accept while argmax P'
+               equals the draft token; at the first divergence keep the chosen token and stop
+    line 13    crop the KV cache at the divergence (kv_cache_clear(i, −1))
+    line 14–20 continue greedy AR until EOS
+β = 0 is plain self-speculative re-translation; the AR baseline (engine.caption.Translator) decodes from scratch.
+
+Flicker control:
+    * mask-k (Arivazhagan et al. 2020b): the last k draft tokens are trimmed before verification;
+    * display-only mask-k (the paper's proposal, the default): the last k tokens stay in the draft but are hidden
+      on screen until the source is final.
+Metrics: erasure E(i) = |Y^{i−1}| − |LCP(Y^{i−1}, Y^i)| (Eq. 3) over the *displayed* outputs, normalised erasure
+NE = Σ E(i) / |Y^N| (Eq. 4), draft acceptance A/D, accepted share of output A/O, output tokens/s.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import verify as V
+from .caption import Translator
+from .generate import GenStats
+
+
+@dataclass
+class SSBDUpdate:
+    """One update. Token counts are LLM tokens: ``draft`` D, ``accepted`` A, ``output`` O."""
+
+    source: str
+    tokens: list[int]
+    text: str
+    stable_text: str  # what the caption shows (display-only mask-k hides the tail)
+    tail_text: str
+    draft: int
+    accepted: int
+    output: int
+    forward_passes: int
+    compute_s: float
+    final: bool
+
+
+def words(text: str) -> list[str]:
+    """Tokens for erasure counting: sacrebleu's 13a tokenisation (words and punctuation)."""
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    return Tokenizer13a()(text.strip()).split()
+
+
+def erasure(prev: list[str], cur: list[str]) -> int:
+    """Eq. 3: E(i) = |Y^{i-1}| − |LCP(Y^{i-1}, Y^i)|."""
+    lcp = 0
+    for a, b in zip(prev, cur):
+        if a != b:
+            break
+        lcp += 1
+    return len(prev) - lcp
+
+
+def normalized_erasure(displayed: list[str]) -> float:
+    """Eq. 4: NE = Σ_i E(i) / |Y^N| over a sequence of displayed outputs (the last one is final)."""
+    seqs = [words(t) for t in displayed]
+    if not seqs or not seqs[-1]:
+        return 0.0
+    return sum(erasure(a, b) for a, b in zip(seqs, seqs[1:])) / len(seqs[-1])
+
+
+@dataclass
+class StreamStats:
+    """Running metrics of one source stream (a sentence or an utterance)."""
+
+    updates: list[SSBDUpdate] = field(default_factory=list)
+
+    @property
+    def ne(self) -> float:
+        return normalized_erasure([u.stable_text if not u.final else u.text for u in self.updates])
+
+    @property
+    def acceptance(self) -> float:
+        d = sum(u.draft for u in self.updates)
+        return sum(u.accepted for u in self.updates) / d if d else 0.0
+
+    @property
+    def accepted_share(self) -> float:
+        o = sum(u.output for u in self.updates)
+        return sum(u.accepted for u in self.updates) / o if o else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        t = sum(u.compute_s for u in self.updates)
+        return sum(u.output for u in self.updates) / t if t else 0.0
+
+
+class SSBDTranslator(Translator):
+    """Live re-translation with SSBD. Call :meth:`translate` with each grown source; :meth:`reset` at a new
+    sentence/utterance.
+
+    Args:
+        lm: CausalLM with ``chat_prompt`` (llama.cpp adapter).
+        target: target language name or code.
+        beta: β of Eq. 5 (0 = unbiased self-speculation).
+        mask_k: k of mask-k (tokens).
+        display_only: True = display-only mask-k (keep the tail in the draft, hide it on screen);
+            False = classic mask-k (trim the draft).
+    """
+
+    def __init__(self, lm, target: str = "German", max_tokens: int = 96, beta: float = 0.2, mask_k: int = 3,
+                 display_only: bool = True):
+        super().__init__(lm, target, max_tokens)
+        if not 0.0 <= beta <= 1.0:
+            raise ValueError(f"beta must be in [0, 1], got {beta}")
+        if mask_k < 0:
+            raise ValueError(f"mask_k must be >= 0, got {mask_k}")
+        self.beta, self.mask_k, self.display_only = beta, mask_k, display_only
+        self.prev: list[int] = []
+        self.stream = StreamStats()
+
+    def reset(self) -> None:
+        self.prev = []
+        self.stream = StreamStats()
+
+    def _display(self, tokens: list[int], final: bool) -> tuple[str, str]:
+        full = self.lm.detokenize(tokens).strip()
+        if final or self.mask_k == 0 or not tokens:
+            return full, ""
+        stable = self.lm.detokenize(tokens[: max(0, len(tokens) - self.mask_k)]).strip()
+        if not full.startswith(stable):
+            return "", full
+        return stable, full[len(stable):]
+
+    def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None) -> SSBDUpdate:
+        """Algorithm 1 for one update."""
+        t0 = time.perf_counter()
+        s = self.session
+        prompt = self.prompt_tokens(source)
+        draft = list(self.prev)
+        if self.mask_k and not self.display_only:  # classic mask-k: the unstable tail is not reused
+            draft = draft[: max(0, len(draft) - self.mask_k)]
+        n_eval0 = s.n_eval
+        if draft:
+            s._claim()
+            common = 0
+            for a, b in zip(s.tokens, prompt):
+                if a != b:
+                    break
+                common += 1
+            common = min(common, len(prompt) - 1)
+            s.crop(common)
+            rows = s.eval(prompt[common:] + draft)[len(prompt) - common - 1 :]  # line 3: one pass
+            v = V.biased(rows, draft, self.beta)  # lines 4–12, Eq. 5
+            k = v.accepted
+            out = draft[:k]
+            s.crop(len(prompt) + k)  # line 13
+            nxt = v.correction
+        else:
+            k = 0
+            out = []
+            nxt = int(np.argmax(s.prefill(prompt)))
+        # lines 14–20: greedy AR to EOS
+        while nxt is not None and nxt not in self.lm.eos_ids and len(out) < self.max_tokens:
+            if cancel is not None and cancel.is_set():
+                break
+            out.append(nxt)
+            nxt = int(np.argmax(s.eval([nxt])[-1]))
+        self.prev = out
+        stable, tail = self._display(out, final)
+        u = SSBDUpdate(source, out, self.lm.detokenize(out).strip(), stable, tail, len(draft), k, len(out),
+                       s.n_eval - n_eval0, time.perf_counter() - t0, final)
+        self.stream.updates.append(u)
+        return u
+
+
+class ARRetranslator(Translator):
+    """The AR baseline with the same update/metric interface: every update re-translates from scratch."""
+
+    def __init__(self, lm, target: str = "German", max_tokens: int = 96, mask_k: int = 0):
+        super().__init__(lm, target, max_tokens)
+        self.mask_k = mask_k
+        self.stream = StreamStats()
+
+    def reset(self) -> None:
+        self.stream = StreamStats()
+
+    def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None) -> SSBDUpdate:
+        n0 = self.session.n_eval
+        r = self.translate(source, cancel)
+        stable, tail = SSBDTranslator._display(self, r.tokens, final)  # same display rule
+        u = SSBDUpdate(source, r.tokens, r.text, stable, tail, 0, 0, len(r.tokens), self.session.n_eval - n0,
+                       r.compute_s, final)
+        self.stream.updates.append(u)
+        return u

@@ -1,0 +1,79 @@
+"""SSBD on the real Qwen 0.5B: KV crop at divergence, β behaviour, mask-k vs display-only, NE by hand."""
+
+import numpy as np
+import pytest
+
+from engine.generate import LMSession
+from engine.ssbd import ARRetranslator, SSBDTranslator, erasure, normalized_erasure, words
+
+from .conftest import same_or_near_tie
+
+SRC = "A man in an orange hat is looking at something."
+
+
+def test_normalized_erasure_by_hand():
+    shown = ["Ein Mann", "Ein Mann mit", "Ein Junge mit Hut", "Ein Junge mit einem Hut ."]
+    # E: 0 ("Ein Mann" kept), 2 (Mann, mit → Junge ...; LCP 1 of 3), 1 (Hut → einem; LCP 3 of 4)
+    assert [erasure(words(a), words(b)) for a, b in zip(shown, shown[1:])] == [0, 2, 1]
+    assert normalized_erasure(shown) == pytest.approx(3 / 6)
+    assert normalized_erasure(["Hallo", "Hallo Welt"]) == 0.0
+
+
+def _continue_ar(lm, prompt, prefix, max_tokens=96):
+    s = LMSession(lm)
+    row = s.prefill(prompt + prefix)
+    out = list(prefix)
+    while len(out) < max_tokens:
+        t = int(np.argmax(row))
+        if t in lm.eos_ids:
+            break
+        out.append(t)
+        row = s.eval([t])[-1]
+    return out
+
+
+def test_crop_at_divergence_then_ar_equals_ar_from_that_prefix(qwen_small):
+    tr = SSBDTranslator(qwen_small, "German", beta=0.0, mask_k=0)
+    wrong = qwen_small.tokenize("Ein Mann mit einem orangefarbenen Hut schläft tief im Garten.")
+    tr.prev = list(wrong)
+    u = tr.translate_ssbd(SRC, final=True)
+    assert u.draft == len(wrong) and u.accepted < len(wrong)  # the wrong draft diverges somewhere
+    assert u.tokens[: u.accepted] == wrong[: u.accepted]
+    # the cache was cropped at the divergence: continuing there is plain AR from the accepted prefix + correction
+    ref = _continue_ar(qwen_small, tr.prompt_tokens(SRC), u.tokens[: u.accepted + 1])
+    d = same_or_near_tie(qwen_small, tr.prompt_tokens(SRC), ref, u.tokens)
+    assert d is None or d > u.accepted
+
+
+def test_beta_zero_equals_ar_retranslation_and_beta_accepts_more(qwen_small):
+    ar = ARRetranslator(qwen_small, "German")
+    ssbd = SSBDTranslator(qwen_small, "German", beta=0.0, mask_k=0)
+    biased = SSBDTranslator(qwen_small, "German", beta=0.4, mask_k=0)
+    steps = ["A man in an", "A man in an orange hat", SRC]
+    for i, src in enumerate(steps):
+        final = i == len(steps) - 1
+        a = ar.translate_ssbd(src, final)
+        s = ssbd.translate_ssbd(src, final)
+        biased.prev = list(s.tokens) if i else []
+        if i:
+            biased.prev = list(ssbd.stream.updates[-2].tokens)
+            b = biased.translate_ssbd(src, final)
+            assert b.accepted >= s.accepted  # Eq. 5 only ever helps the draft
+        same_or_near_tie(qwen_small, ar.prompt_tokens(src), a.tokens, s.tokens)
+    assert ssbd.stream.updates[-1].accepted > 0 and ssbd.stream.acceptance > 0
+    assert ar.stream.acceptance == 0.0
+
+
+def test_mask_k_trims_the_draft_display_only_hides_the_tail(qwen_small):
+    trim = SSBDTranslator(qwen_small, "German", beta=0.2, mask_k=3, display_only=False)
+    show = SSBDTranslator(qwen_small, "German", beta=0.2, mask_k=3, display_only=True)
+    for tr in (trim, show):
+        tr.translate_ssbd("A man in an orange")
+    first_len = len(show.prev)
+    u_trim = trim.translate_ssbd("A man in an orange hat is")
+    u_show = show.translate_ssbd("A man in an orange hat is")
+    assert u_trim.draft == max(0, first_len - 3) and u_show.draft == first_len
+    # display-only: the last k tokens are hidden (kept in the draft), the rest shown; the final shows everything
+    assert u_show.tail_text and (u_show.stable_text + u_show.tail_text).replace(" ", "") == u_show.text.replace(" ", "")
+    fin = show.translate_ssbd(SRC, final=True)
+    assert fin.tail_text == "" and fin.stable_text == fin.text
