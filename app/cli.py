@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks (method vs its AR baseline, JSON out): predgen")
     b.add_argument("which", choices=["predgen", "ssbd", "partial-streams"])
     b.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (see --help after its name)")
+    sub.add_parser("app", help="the desktop app (Qt)")
     m = sub.add_parser("models", parents=[common], help="resolve, join and verify every model role")
     m.add_argument("--verify", action="store_true", help="re-hash every file even if it was verified before")
     m.add_argument("--roles", default="", help="comma-separated roles (default: all)")
@@ -359,12 +360,13 @@ def cmd_caption(args, cfg, rt, printer) -> dict:
                 latest["job"] = None
             if job is None:
                 return
-            utt, text, final = job
+            utt, text, final, committed = job
             if state["utt"] != utt:
                 translator.reset()  # a new utterance: no draft yet
                 state["utt"] = utt
             u = translator.translate_ssbd(text, final=final)
-            cap = Caption(utt, text, u.stable_text, u.tail_text, final, u.compute_s)
+            cap = Caption(utt, text, u.stable_text, u.tail_text, final, u.compute_s,
+                          source_stable=text if final else committed)
             captions.append(cap)
             st = translator.stream
             per_utt[utt] = {"source": text, "translation": u.text, "updates": len(st.updates), "ne": round(st.ne, 4),
@@ -390,9 +392,9 @@ def cmd_caption(args, cfg, rt, printer) -> dict:
 
     def on_event(ev):
         if isinstance(ev, PartialTranscript) and ev.text:
-            submit((ev.utterance, ev.text, False))
+            submit((ev.utterance, ev.text, False, ev.committed.strip()))
         elif isinstance(ev, FinalTranscript) and ev.text:
-            submit((ev.utterance, ev.text, True))
+            submit((ev.utterance, ev.text, True, ev.text))
             while True:  # the final must be taken before the next utterance's partials may replace it
                 with cond:
                     if latest["job"] is None or latest["job"][2] is False:
@@ -445,6 +447,14 @@ def main(argv: list[str] | None = None) -> int:
     from engine.models import ModelError
 
     args = _parser().parse_args(argv)
+    if args.cmd == "app":
+        try:
+            from app.main_window import run_app
+        except ImportError as e:
+            print(f"specvoice: error: the desktop app needs PySide6 (pip install 'specvoice[app]'): {e}",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        return run_app([sys.argv[0]])
     if args.cmd == "bench":
         if args.which == "predgen":
             from bench.predgen_bench import main as bench_main

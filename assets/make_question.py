@@ -12,7 +12,8 @@ from audio.io import resample, write_wav
 from engine.config import Config
 from engine.runtime import Runtime
 
-QUESTION = "Can you give me a quick tip for staying focused while working from home?"
+QUESTION = ("I work from home and my phone keeps distracting me. "
+            "Can you give me a quick tip for staying focused?")
 
 
 def main() -> None:

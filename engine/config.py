@@ -224,4 +224,92 @@ def load_config(
         k, v = item.split("=", 1)
         section, key = k.split(".", 1)
         cfg = cfg.with_overrides({section: {key: v}})
+    validate(cfg)
     return cfg
+
+
+# Label and tooltip (what it does, and its source) for every setting the GUI shows.
+SETTINGS_HELP: dict[str, tuple[str, str]] = {
+    "vad.threshold": ("VAD threshold", "Silero VAD speech probability above which audio counts as speech."),
+    "vad.min_silence_s": ("End-of-speech silence (s)", "Silence that ends an utterance; shorter answers sooner, "
+                          "longer tolerates pauses."),
+    "vad.min_speech_s": ("Minimum speech (s)", "Shorter bursts of speech are ignored."),
+    "vad.speech_pad_s": ("Speech padding (s)", "Audio kept before speech starts and after it ends."),
+    "asr.method": ("ASR method", "ar = plain Whisper decoding (faster-whisper). CTC self-speculative and SpecASR "
+                   "appear here when available."),
+    "asr.model_role": ("ASR model", "asr_target = Whisper base (multilingual), asr_draft = Whisper tiny.en (faster)."),
+    "asr.min_chunk_s": ("Minimum new audio per update (s)", "whisper_streaming's min-chunk-size: new audio needed "
+                        "before the utterance is re-decoded (LocalAgreement-2 commit policy)."),
+    "asr.tau_ctc": ("τ_CTC", "CTC self-speculative decoding (ctc_self_speculative_asr.txt, Eq. 3): accept the CTC "
+                    "draft without the decoder if every frame entropy is below τ_CTC. Not used by the 'ar' method."),
+    "asr.tau_slm": ("τ_SLM", "CTC self-speculative decoding (Eq. 5): accept the draft in one decoder pass if every "
+                    "token probability exceeds τ_SLM. Not used by the 'ar' method."),
+    "asr.specasr_threshold": ("SpecASR truncation threshold", "SpecASR §IV-A: stop drafting where the draft's "
+                              "normalised logit falls below this. Not used by the 'ar' method."),
+    "asr.specasr_max_draft": ("SpecASR max draft length", "SpecASR §IV-A: longest draft (tokens)."),
+    "asr.specasr_tree": ("SpecASR sparse tree", "SpecASR §IV-C: two-pass sparse token tree on/off."),
+    "llm.answer_method": ("Answer method", "predgen = speculate on partial transcripts (PredGen, predgen.txt "
+                          "Algorithm 1); cascade = answer only after you finish."),
+    "llm.predgen_verifier": ("PredGen verifier", "greedy (lossless), top_k, reflection (LLM judge) or biased "
+                             "(SSBD β) — predgen.txt §3.1."),
+    "llm.predgen_top_k": ("PredGen top-k", "Top-k verifier: accept candidate tokens among the k most likely."),
+    "llm.predgen_tokens_per_update": ("PredGen tokens per update", "Work budget of one speculative update while "
+                                      "you speak (tokens)."),
+    "llm.predgen_speculation_threads": ("PredGen speculation threads", "CPU threads for speculation while you "
+                                        "speak (0 = all); it runs at low priority so the ASR is never delayed."),
+    "llm.max_answer_tokens": ("Max answer tokens", "Longest answer, in tokens."),
+    "caption.method": ("Caption method", "ssbd = previous translation as the draft (SSBD, "
+                       "ssbd_live_translation.txt Algorithm 1); ar = re-translate from scratch."),
+    "caption.beta": ("β (SSBD bias)", "SSBD Eq. 5: P' = (1−β)·P + β·onehot(draft). Higher = calmer captions and "
+                     "faster, too high can lock in errors. 0 = unbiased self-speculation."),
+    "caption.mask_k": ("mask-k (tokens)", "Hide (display-only) or trim (classic) the last k tokens of each "
+                       "intermediate translation (Arivazhagan et al. 2020b; SSBD Table 4)."),
+    "caption.display_only_mask": ("Display-only mask-k", "On: keep the last k tokens in the draft but hide them "
+                                  "on screen (SSBD's proposal). Off: trim them from the draft (classic mask-k)."),
+    "caption.target_language": ("Target language", "Language of the live translation."),
+    "tts.engine": ("TTS engine", "piper = the Piper voice. The PCG codec TTS appears here when available."),
+    "tts.length_scale": ("Speech rate (length scale)", "Piper phoneme duration scale (> 1 slower)."),
+    "tts.theta": ("PCG θ", "PCG Eq. 1: cosine-similarity threshold of acoustic similarity groups "
+                  "(pcg_tts.txt; best 0.38–0.45). Used by the PCG codec TTS."),
+    "tts.lookahead": ("PCG lookahead L_d", "PCG Algorithm 1: draft tokens per verification step."),
+    "models.asr_target": ("Model: ASR target", "embedded, a local path, or a hub id."),
+    "models.asr_draft": ("Model: ASR draft", "embedded, a local path, or a hub id."),
+    "models.llm_target": ("Model: LLM target", "embedded, a .gguf path, or a hub id org/name:file.gguf."),
+    "models.llm_draft": ("Model: LLM draft", "embedded, a .gguf path, or a hub id org/name:file.gguf."),
+    "models.tts_voice": ("Model: TTS voice", "embedded, a Piper .onnx path, or a hub id."),
+    "models.vad": ("Model: VAD", "embedded or a Silero VAD .onnx path."),
+    "audio.input_device": ("Input device", "Microphone (name or index); empty = system default."),
+    "audio.output_device": ("Output device", "Speaker (name or index); empty = default; 'none' = never play."),
+}
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "asr.method": ("ar",),
+    "asr.model_role": ("asr_target", "asr_draft"),
+    "llm.answer_method": ("predgen", "cascade"),
+    "llm.predgen_verifier": ("greedy", "top_k", "reflection", "biased"),
+    "caption.method": ("ssbd", "ar"),
+    "tts.engine": ("piper",),
+}
+
+RANGES: dict[str, tuple[float, float]] = {
+    "vad.threshold": (0.05, 0.95), "vad.min_silence_s": (0.1, 5.0), "vad.min_speech_s": (0.0, 2.0),
+    "vad.speech_pad_s": (0.0, 1.0), "asr.min_chunk_s": (0.2, 5.0), "asr.tau_ctc": (0.0, 10.0),
+    "asr.tau_slm": (0.0, 1.0), "asr.specasr_threshold": (0.0, 1.0), "asr.specasr_max_draft": (1, 64),
+    "llm.predgen_top_k": (1, 50), "llm.predgen_tokens_per_update": (1, 64), "llm.predgen_speculation_threads": (0, 64),
+    "llm.max_answer_tokens": (8, 2048), "caption.beta": (0.0, 1.0), "caption.mask_k": (0, 20),
+    "tts.length_scale": (0.5, 2.0), "tts.theta": (0.0, 1.0), "tts.lookahead": (1, 16),
+}
+
+
+def validate(cfg: "Config") -> None:
+    """Raise ConfigError for a value outside its range or choices (the settings panel shows the message)."""
+    for key, (lo, hi) in RANGES.items():
+        section, name = key.split(".")
+        v = getattr(getattr(cfg, section), name)
+        if not lo <= v <= hi:
+            raise ConfigError(f"{key} = {v} is outside {lo}..{hi}")
+    for key, options in CHOICES.items():
+        section, name = key.split(".")
+        v = getattr(getattr(cfg, section), name)
+        if v not in options:
+            raise ConfigError(f"{key} = {v!r}: choose one of {', '.join(options)}")

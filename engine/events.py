@@ -123,11 +123,16 @@ class Caption:
     translation_tail: str
     final: bool
     compute_s: float
+    source_stable: str = ""  # the ASR's committed words (LocalAgreement-2); the rest of ``source`` may change
     wall: float = field(default_factory=now)
 
     @property
     def translation(self) -> str:
-        return self.translation_stable + self.translation_tail
+        return (self.translation_stable + self.translation_tail).strip()
+
+    @property
+    def source_tail(self) -> str:
+        return self.source[len(self.source_stable):] if self.source.startswith(self.source_stable) else self.source
 
 
 @dataclass(frozen=True)

@@ -219,6 +219,13 @@ class TorchCausalLM:
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.tok.decode(list(ids))
 
+    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The tokenizer's chat template when it has one, else a plain "Role: text" transcript."""
+        if getattr(self.tok, "chat_template", None):
+            return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+        text = "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages)
+        return text + ("Assistant:" if add_generation_prompt else "")
+
 
 class ModelLoadError(RuntimeError):
     """A model file exists but cannot be loaded."""

@@ -1,0 +1,352 @@
+"""The GUI's engine: a QObject whose work runs on worker threads and reports only through Qt signals.
+
+Signals are emitted from the capture/ASR/answer threads and delivered to the GUI thread as queued events, so the
+window never blocks and never touches an engine object directly. Models load once (``load()``, on a worker thread,
+with progress messages); a session is started with an input (a microphone device or a WAV file played as if it
+were the microphone) in one of two modes — assistant or live caption — and with hands-free (VAD) or push-to-talk
+turn taking.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal
+
+from audio.sources import AudioSource, FileSource, MicSource, input_devices
+from engine.config import Config
+from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Caption, Error, FinalTranscript,
+                           PartialTranscript, SpeechEnded, SpeechStarted)
+from engine.runtime import Runtime
+
+FILE_PREFIX = "file:"
+
+
+class GatedSource(AudioSource):
+    """Push-to-talk: passes the wrapped source's blocks only while ``open`` is set; closing ends the stream."""
+
+    def __init__(self, inner: AudioSource):
+        super().__init__()
+        self.inner = inner
+        self.name = inner.name
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def release(self) -> None:
+        self.gate.clear()
+        self.inner.close()
+
+    def close(self) -> None:
+        self.release()
+        super().close()
+
+    def __iter__(self):
+        for b in self.inner:
+            if not self.gate.is_set():
+                return
+            yield b
+
+
+@dataclass
+class SessionOptions:
+    source: str  # "" = default microphone, a device index/name, or "file:/path.wav"
+    mode: str = "assistant"  # "assistant" | "caption"
+    push_to_talk: bool = False
+    realtime: bool = True
+    target_language: str = "de"
+
+
+class EngineController(QObject):
+    """Owns the runtime and the running session; everything it reports arrives as signals."""
+
+    status = Signal(str)
+    models_ready = Signal(dict)
+    load_failed = Signal(str)
+    level = Signal(float)  # input RMS, 0..1
+    speech_started = Signal(int)
+    partial = Signal(int, str, str)  # utterance, committed, tentative
+    final = Signal(int, str, float, float)  # utterance, text, t_start, t_end
+    answer_delta = Signal(int, str, bool)  # utterance, text, accepted before the user finished (PredGen)
+    answer_sentence = Signal(int, int, str)
+    answer_audio = Signal(int, object, int)  # utterance, float32 samples, sample rate
+    answer_done = Signal(int, str, bool)  # utterance, text, interrupted
+    caption = Signal(object)  # engine.events.Caption
+    metrics = Signal(dict)
+    error = Signal(str)
+    session_ended = Signal()
+
+    def __init__(self, cfg: Config | None = None):
+        super().__init__()
+        self.cfg = cfg or Config()
+        self.rt = Runtime(self.cfg, progress=False)
+        self._session: threading.Thread | None = None
+        self._source: AudioSource | None = None
+        self._transcriber = None
+        self._conv = None
+        self._stop = threading.Event()
+        self.loaded = False
+
+    # -- models ---------------------------------------------------------------------------------------------------
+    def load(self, mode: str = "assistant") -> threading.Thread:
+        """Load the models for ``mode`` on a worker thread (status messages as it goes)."""
+
+        def work():
+            try:
+                self.status.emit("loading speech recognition…")
+                self.rt.asr_backend()
+                self.rt.model("vad")
+                self.status.emit("loading the language model…")
+                self.rt.llm()
+                if mode == "assistant":
+                    self.status.emit("loading the voice…")
+                    self.rt.tts()
+                self.loaded = True
+                self.models_ready.emit(dict(self.rt.load_times.seconds))
+                self.status.emit("ready")
+            except Exception as e:
+                self.load_failed.emit(f"{type(e).__name__}: {e}")
+                self.status.emit(f"model loading failed: {e}")
+
+        t = threading.Thread(target=work, name="model-load", daemon=True)
+        t.start()
+        return t
+
+    def apply_config(self, cfg: Config) -> None:
+        """New settings. Models whose role or file changed are reloaded on next use; thresholds apply to the next
+        session (the running one keeps its settings)."""
+        old = self.cfg
+        self.cfg = cfg
+        if cfg.models != old.models or cfg.asr.model_role != old.asr.model_role or cfg.llm != old.llm \
+                or cfg.tts != old.tts or cfg.asr.compute_type != old.asr.compute_type:
+            keep = self.rt
+            self.rt = Runtime(cfg, progress=False)
+            # reuse already loaded models whose role/file is unchanged
+            for key, obj in keep._cache.items():
+                if key.startswith("llm:") and cfg.models.llm_target == old.models.llm_target \
+                        and cfg.llm.n_ctx == old.llm.n_ctx:
+                    self.rt._cache[key] = obj
+                if key.startswith("tts:") and cfg.models.tts_voice == old.models.tts_voice \
+                        and cfg.tts.length_scale == old.tts.length_scale:
+                    self.rt._cache[key] = obj
+                if key.startswith("asr:") and key == f"asr:{cfg.asr.method}:{cfg.asr.model_role}" \
+                        and cfg.models == old.models:
+                    self.rt._cache[key] = obj
+            self.rt.resolved.update({r: m for r, m in keep.resolved.items() if getattr(cfg.models, r) ==
+                                     getattr(old.models, r)})
+        else:
+            self.rt.cfg = cfg
+
+    # -- sessions -------------------------------------------------------------------------------------------------
+    @staticmethod
+    def inputs() -> list[tuple[str, str]]:
+        """(label, source spec) for the input picker: microphones, then a WAV-file entry is added by the GUI."""
+        return [(f"🎤 {d['name']}", str(d["index"])) for d in input_devices()]
+
+    def _make_source(self, opts: SessionOptions) -> AudioSource:
+        if opts.source.startswith(FILE_PREFIX):
+            src: AudioSource = FileSource(opts.source[len(FILE_PREFIX):], self.cfg.audio.block_s,
+                                          realtime=opts.realtime, trailing_silence_s=1.0)
+        else:
+            src = MicSource(opts.source or None, self.cfg.audio.block_s)
+        return GatedSource(src) if opts.push_to_talk else src
+
+    def running(self) -> bool:
+        return self._session is not None and self._session.is_alive()
+
+    def start(self, opts: SessionOptions) -> bool:
+        """Start listening. Returns False (and emits ``error``) when the input cannot be opened."""
+        if self.running():
+            return True
+        try:
+            self._source = self._make_source(opts)
+        except Exception as e:  # no microphone, unreadable file
+            self.error.emit(str(e))
+            return False
+        self._stop.clear()
+        self._session = threading.Thread(target=self._run, args=(opts,), name="session", daemon=True)
+        self._session.start()
+        return True
+
+    def release_talk(self) -> None:
+        """Push-to-talk released: the utterance ends now."""
+        if isinstance(self._source, GatedSource):
+            self._source.release()
+
+    def stop(self) -> None:
+        """Stop listening and any answer; joins the worker threads (no thread or stream is left behind)."""
+        self._stop.set()
+        if self._source is not None:
+            self._source.close()
+        if self._transcriber is not None:
+            self._transcriber.stop()
+        if self._conv is not None:
+            self._conv.on_speech_start()
+        if self._session is not None:
+            self._session.join(timeout=60)
+        self._session = None
+
+    def interrupt_answer(self) -> None:
+        if self._conv is not None:
+            self._conv.on_speech_start()
+
+    def _run(self, opts: SessionOptions) -> None:
+        from app.cli import build_assistant, build_translator
+        from engine.assistant import Conversation
+        from engine.pipeline import StreamingTranscriber
+
+        cfg = self.cfg
+        try:
+            backend = self.rt.asr_backend()
+            vad = None if opts.push_to_talk else self.rt.vad()
+        except Exception as e:
+            self.error.emit(f"cannot start speech recognition: {e}")
+            self.session_ended.emit()
+            return
+        started = time.monotonic()
+        eos: dict[int, float] = {}
+        answer_marks: dict[int, dict] = {}
+        translator = None
+        conv = None
+        accepted_chars: dict[int, int] = {}
+
+        def on_answer(ev):
+            if isinstance(ev, AnswerDelta):
+                self.answer_delta.emit(ev.utterance, ev.text, False)
+            elif isinstance(ev, AnswerSentence):
+                self.answer_sentence.emit(ev.utterance, ev.index, ev.text)
+            elif isinstance(ev, AnswerAudio):
+                mk = answer_marks.setdefault(ev.utterance, {})
+                mk.setdefault("first_audio", ev.wall)
+                conv.mark_heard()
+                self.answer_audio.emit(ev.utterance, ev.samples, ev.sample_rate)
+            elif isinstance(ev, AnswerDone):
+                self.answer_done.emit(ev.utterance, ev.text, ev.interrupted)
+            elif isinstance(ev, Error):
+                self.error.emit(f"{ev.where}: {ev.message}")
+
+        def on_metrics(utt, text, m):
+            e = eos.get(utt)
+            self.metrics.emit({
+                "kind": "answer", "utterance": utt,
+                "ttfs_s": (m.first_sentence_wall - e) if e and m.first_sentence_wall else None,
+                "first_audio_s": (m.first_audio_wall - e) if e and m.first_audio_wall else None,
+                "nfetfs": m.nfetfs, "presynth_used": m.presynth_used, "accepted_tokens": m.accepted_tokens,
+                "tokens_per_s": m.gen.tokens_per_s})
+
+        try:
+            if opts.mode == "assistant":
+                assistant = build_assistant(cfg, self.rt, on_answer)
+                assistant.warm()
+                conv = Conversation(assistant, on_metrics)
+                self._conv = conv
+            else:
+                translator = build_translator(cfg, self.rt, opts.target_language)
+        except Exception as e:
+            self.error.emit(f"cannot start the {opts.mode}: {e}")
+            self.session_ended.emit()
+            return
+
+        cap_state = {"utt": None}
+
+        def translate(utt, text, committed, final):
+            if cap_state["utt"] != utt:
+                translator.reset()
+                cap_state["utt"] = utt
+            u = translator.translate_ssbd(text, final=final)
+            self.caption.emit(Caption(utt, text, u.stable_text, u.tail_text, final, u.compute_s,
+                                      source_stable=text if final else committed))
+            st = translator.stream
+            self.metrics.emit({"kind": "caption", "utterance": utt, "ne": st.ne, "acceptance": st.acceptance,
+                               "accepted_share": st.accepted_share, "tokens_per_s": st.tokens_per_s})
+
+        cap_jobs: list = []
+        cap_cv = threading.Condition()
+
+        def caption_worker():
+            while True:
+                with cap_cv:
+                    while not cap_jobs and not self._stop.is_set():
+                        cap_cv.wait(0.2)
+                    if not cap_jobs:
+                        return
+                    job = cap_jobs.pop(0)
+                try:
+                    translate(*job)
+                except Exception as e:
+                    self.error.emit(f"caption: {e}")
+
+        cap_thread = None
+        if translator is not None:
+            cap_thread = threading.Thread(target=caption_worker, name="caption", daemon=True)
+            cap_thread.start()
+
+        def on_event(ev):
+            if isinstance(ev, SpeechStarted):
+                self.speech_started.emit(ev.utterance)
+                if conv is not None:
+                    conv.on_speech_start()
+            elif isinstance(ev, SpeechEnded):
+                eos[ev.utterance] = ev.wall
+            elif isinstance(ev, PartialTranscript):
+                self.partial.emit(ev.utterance, ev.committed, ev.tentative)
+                self.metrics.emit({"kind": "asr", "rtf": self._transcriber.stats.rtf if self._transcriber else None})
+                if conv is not None:
+                    conv.on_partial(ev.utterance, ev.text)
+                if translator is not None:
+                    with cap_cv:  # latest partial only; finals are kept
+                        cap_jobs[:] = [j for j in cap_jobs if j[3]]
+                        cap_jobs.append((ev.utterance, ev.text, ev.committed.strip(), False))
+                        cap_cv.notify()
+            elif isinstance(ev, FinalTranscript):
+                self.final.emit(ev.utterance, ev.text, ev.t_start, ev.t_end)
+                if ev.utterance in eos:
+                    self.metrics.emit({"kind": "asr", "eos_to_final_s": ev.wall - eos[ev.utterance],
+                                       "rtf": self._transcriber.stats.rtf if self._transcriber else None})
+                if conv is not None:
+                    conv.on_final(ev.utterance, ev.text)
+                if translator is not None and ev.text:
+                    with cap_cv:
+                        cap_jobs[:] = [j for j in cap_jobs if j[3]]
+                        cap_jobs.append((ev.utterance, ev.text, ev.text, True))
+                        cap_cv.notify()
+            elif isinstance(ev, Error):
+                self.error.emit(f"{ev.where}: {ev.message}")
+
+        class LevelSource(AudioSource):
+            def __init__(s, inner):
+                super().__init__()
+                s.inner = inner
+                s.name = inner.name
+
+            def close(s):
+                s.inner.close()
+
+            def __iter__(s):
+                for b in s.inner:
+                    self.level.emit(float(min(1.0, np.sqrt(np.mean(b.samples ** 2)) * 4)) if len(b.samples) else 0.0)
+                    yield b
+
+        self._transcriber = StreamingTranscriber(LevelSource(self._source), backend, vad, on_event,
+                                                 cfg.asr.min_chunk_s, cfg.asr.buffer_trim_s)
+        try:
+            self._transcriber.run()
+        except Exception as e:
+            self.error.emit(f"speech recognition stopped: {e}")
+        if conv is not None:
+            while not self._stop.is_set() and not conv.wait_idle(timeout=0.1):
+                pass
+            conv.close()
+            self._conv = None
+        if cap_thread is not None:
+            while True:
+                with cap_cv:
+                    if not cap_jobs or self._stop.is_set():
+                        break
+                time.sleep(0.05)
+            self._stop.set()
+            cap_thread.join(timeout=30)
+        self.status.emit(f"stopped after {time.monotonic() - started:.1f} s")
+        self.session_ended.emit()

@@ -1,0 +1,369 @@
+"""Main window: talk, hear the answer, see the live transcript, switch to live captions.
+
+Everything the window knows arrives through :class:`app.controller.EngineController` signals; the window only calls
+the controller's slots (start, release_talk, stop, interrupt_answer, apply_config).
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence, QPainter, QPen, QShortcut
+from PySide6.QtWidgets import (QButtonGroup, QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
+                               QMainWindow, QMessageBox, QProgressBar, QPushButton, QRadioButton, QTextBrowser,
+                               QVBoxLayout, QWidget)
+
+from audio.sources import output_devices
+
+from .caption_window import CaptionWindow
+from .controller import FILE_PREFIX, EngineController, SessionOptions
+from .export import History, Item
+from .settings import SettingsDialog, load_settings
+
+
+class Sparkline(QWidget):
+    """A small plot of one metric over the conversation."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.values: list[float] = []
+        self.setMinimumHeight(48)
+
+    def add(self, v: float) -> None:
+        self.values = (self.values + [float(v)])[-50:]
+        self.update()
+
+    def paintEvent(self, e):  # noqa: N802 (Qt)
+        if len(self.values) < 1:
+            return
+        p = QPainter(self)
+        p.setPen(QPen(Qt.darkCyan, 2))
+        w, h = self.width(), self.height()
+        hi = max(self.values) or 1.0
+        pts = [(i * w / max(1, len(self.values) - 1), h - 4 - (v / hi) * (h - 8)) for i, v in enumerate(self.values)]
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            p.drawLine(int(x0), int(y0), int(x1), int(y1))
+        if len(pts) == 1:
+            p.drawEllipse(int(pts[0][0]), int(pts[0][1]), 3, 3)
+        p.end()
+
+
+class MainWindow(QMainWindow):
+    closed = Signal()
+
+    def __init__(self, controller: EngineController | None = None, store: QSettings | None = None,
+                 history_path: str | Path | None = None):
+        super().__init__()
+        self.setWindowTitle("specvoice")
+        self.store = store or QSettings("specvoice", "specvoice")
+        cfg = load_settings(self.store)
+        self.ctl = controller or EngineController(cfg)
+        if controller is None:
+            self.ctl.apply_config(cfg)
+        hist = Path(history_path or Path.home() / ".local" / "share" / "specvoice" / "history.jsonl")
+        self.history = History(hist)
+        self.caption_window = CaptionWindow()
+        self.player = None
+        self._answer_text: dict[int, str] = {}
+        self._final_t: dict[int, tuple[float, float]] = {}
+        self._partial_line = ""
+        self._build()
+        self._wire()
+        self.ctl.load(self.mode())
+
+    # -- layout ---------------------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.conversation = QTextBrowser()
+        self.conversation.setOpenExternalLinks(False)
+        self.live = QLabel()
+        self.live.setWordWrap(True)
+        self.live.setObjectName("live")
+        self.talk = QPushButton("Hold to talk  (Space)")
+        self.talk.setObjectName("talk")
+        self.talk.setMinimumHeight(44)
+        self.handsfree = QPushButton("Start hands-free")
+        self.handsfree.setCheckable(True)
+        self.stop_audio = QPushButton("Stop answer")
+        self.input_pick = QComboBox()
+        self.output_pick = QComboBox()
+        self.level = QProgressBar()
+        self.level.setRange(0, 100)
+        self.level.setTextVisible(False)
+        self.mode_assistant = QRadioButton("Assistant")
+        self.mode_caption = QRadioButton("Live caption")
+        self.mode_assistant.setChecked(True)
+        self.modes = QButtonGroup(self)
+        self.modes.addButton(self.mode_assistant)
+        self.modes.addButton(self.mode_caption)
+        self.language = QComboBox()
+        self.language.addItems(["de", "fr", "es", "it", "pt", "nl", "zh", "ja"])
+        self.status_label = QLabel("starting…")
+        self._refresh_devices()
+
+        self.m_rtf, self.m_ttfs, self.m_audio, self.m_accept, self.m_ne = (QLabel("–") for _ in range(5))
+        self.plot = Sparkline()
+        metrics = QGroupBox("Metrics")
+        mf = QFormLayout(metrics)
+        mf.addRow("ASR RTF", self.m_rtf)
+        mf.addRow("TTFS (s)", self.m_ttfs)
+        mf.addRow("First audio (s)", self.m_audio)
+        mf.addRow("Acceptance", self.m_accept)
+        mf.addRow("NE (captions)", self.m_ne)
+        mf.addRow("First audio over time", self.plot)
+
+        devices = QGroupBox("Devices")
+        df = QFormLayout(devices)
+        df.addRow("Input", self.input_pick)
+        df.addRow("Level", self.level)
+        df.addRow("Output", self.output_pick)
+        mode = QGroupBox("Mode")
+        ml = QHBoxLayout(mode)
+        ml.addWidget(self.mode_assistant)
+        ml.addWidget(self.mode_caption)
+        ml.addWidget(QLabel("→"))
+        ml.addWidget(self.language)
+
+        side = QVBoxLayout()
+        side.addWidget(mode)
+        side.addWidget(devices)
+        side.addWidget(metrics)
+        side.addStretch(1)
+        controls = QHBoxLayout()
+        controls.addWidget(self.talk, 2)
+        controls.addWidget(self.handsfree, 1)
+        controls.addWidget(self.stop_audio, 1)
+        left = QVBoxLayout()
+        left.addWidget(self.conversation, 1)
+        left.addWidget(self.live)
+        left.addLayout(controls)
+        left.addWidget(self.status_label)
+        root = QHBoxLayout()
+        root.addLayout(left, 3)
+        root.addLayout(side, 1)
+        w = QWidget()
+        w.setLayout(root)
+        self.setCentralWidget(w)
+        self.resize(1100, 680)
+
+        menu = self.menuBar()
+        fm = menu.addMenu("&File")
+        for label, suffix in (("Export transcript as TXT…", ".txt"), ("Export captions as SRT…", ".srt"),
+                              ("Export captions as VTT…", ".vtt")):
+            a = QAction(label, self)
+            a.triggered.connect(lambda _=False, s=suffix: self.export_dialog(s))
+            fm.addAction(a)
+        vm = menu.addMenu("&View")
+        a = QAction("Caption window", self)
+        a.triggered.connect(self.caption_window.show)
+        vm.addAction(a)
+        sm = menu.addMenu("&Settings")
+        a = QAction("Settings…", self)
+        a.setShortcut(QKeySequence.Preferences)
+        a.triggered.connect(self.open_settings)
+        sm.addAction(a)
+
+    def _refresh_devices(self) -> None:
+        self.input_pick.clear()
+        for label, spec in self.ctl.inputs():
+            self.input_pick.addItem(label, spec)
+        self.input_pick.addItem("WAV file as microphone…", "choose-file")
+        if self.input_pick.count() == 1:
+            self.status_label.setText("No microphone found: choose a WAV file as input.")
+        self.output_pick.clear()
+        outs = output_devices()
+        for d in outs:
+            self.output_pick.addItem(f"🔈 {d['name']}", str(d["index"]))
+        self.output_pick.addItem("No playback (write WAV only)", "none")
+
+    def add_file_input(self, path: str) -> None:
+        """Add a WAV file as an input and select it (used by the picker and by tests)."""
+        spec = FILE_PREFIX + str(path)
+        idx = self.input_pick.findData(spec)
+        if idx < 0:
+            self.input_pick.insertItem(self.input_pick.count() - 1, f"📄 {Path(path).name}", spec)
+            idx = self.input_pick.findData(spec)
+        self.input_pick.setCurrentIndex(idx)
+
+    # -- wiring ---------------------------------------------------------------------------------------------------
+    def _wire(self) -> None:
+        c = self.ctl
+        c.status.connect(self.status_label.setText)
+        c.load_failed.connect(lambda m: QMessageBox.critical(self, "Model loading failed", m))
+        c.error.connect(self._error)
+        c.level.connect(lambda v: self.level.setValue(int(v * 100)))
+        c.partial.connect(self._on_partial)
+        c.final.connect(self._on_final)
+        c.answer_sentence.connect(self._on_answer_sentence)
+        c.answer_audio.connect(self._on_answer_audio)
+        c.answer_done.connect(self._on_answer_done)
+        c.caption.connect(self._on_caption)
+        c.metrics.connect(self._on_metrics)
+        c.speech_started.connect(self._on_speech_started)
+        c.session_ended.connect(self._on_session_ended)
+        self.talk.pressed.connect(self.talk_pressed)
+        self.talk.released.connect(self.talk_released)
+        self.handsfree.toggled.connect(self.toggle_handsfree)
+        self.stop_audio.clicked.connect(self.stop_answer)
+        self.input_pick.activated.connect(self._input_chosen)
+        QShortcut(QKeySequence(Qt.Key_Space), self, activated=self.talk_pressed)
+        self._space_release = QTimer(self)
+
+    def mode(self) -> str:
+        return "caption" if self.mode_caption.isChecked() else "assistant"
+
+    def _input_chosen(self, i: int) -> None:
+        if self.input_pick.itemData(i) == "choose-file":
+            path, _ = QFileDialog.getOpenFileName(self, "Audio file to use as the microphone", "",
+                                                  "Audio (*.wav *.flac *.mp3 *.ogg)")
+            if path:
+                self.add_file_input(path)
+
+    def _options(self, push_to_talk: bool) -> SessionOptions:
+        return SessionOptions(source=self.input_pick.currentData() or "", mode=self.mode(),
+                              push_to_talk=push_to_talk, target_language=self.language.currentText())
+
+    def talk_pressed(self) -> None:
+        if self.ctl.running():
+            return
+        self._ensure_player()
+        self.ctl.start(self._options(push_to_talk=True))
+
+    def talk_released(self) -> None:
+        self.ctl.release_talk()
+
+    def toggle_handsfree(self, on: bool) -> None:
+        if on:
+            self._ensure_player()
+            if not self.ctl.start(self._options(push_to_talk=False)):
+                self.handsfree.setChecked(False)
+                return
+            self.handsfree.setText("Stop listening")
+        else:
+            self.ctl.stop()
+            self.handsfree.setText("Start hands-free")
+
+    def stop_answer(self) -> None:
+        self.ctl.interrupt_answer()
+        if self.player is not None:
+            self.player.stop()
+
+    def _ensure_player(self) -> None:
+        from audio.playback import NullPlayer, open_player
+
+        dev = self.output_pick.currentData() or ""
+        if self.player is None or getattr(self, "_player_dev", None) != dev:
+            if self.player is not None:
+                self.player.close()
+            self.player = NullPlayer() if dev == "none" else open_player(22050, dev)
+            self._player_dev = dev
+
+    # -- rendering ------------------------------------------------------------------------------------------------
+    def _append(self, who: str, text: str, style: str = "") -> None:
+        self.conversation.append(f'<p style="{style}"><b>{who}:</b> {html.escape(text)}</p>')
+
+    def _on_partial(self, utt: int, committed: str, tentative: str) -> None:
+        self.live.setText(f"<b>{html.escape(committed.strip())}</b> <i style='color:gray'>"
+                          f"{html.escape(tentative)}</i>")
+
+    def _on_final(self, utt: int, text: str, t0: float, t1: float) -> None:
+        self.live.setText("")
+        if not text:
+            return
+        self._final_t[utt] = (t0, t1)
+        self._append("You", text)
+        if self.mode() == "assistant":
+            self.history.add(Item("user", text, t0, t1))
+
+    def _on_speech_started(self, utt: int) -> None:
+        if self.player is not None:
+            self.player.stop()  # barge-in
+
+    def _on_answer_sentence(self, utt: int, index: int, text: str) -> None:
+        self._answer_text[utt] = (self._answer_text.get(utt, "") + " " + text).strip()
+
+    def _on_answer_audio(self, utt: int, samples, sr: int) -> None:
+        if self.player is not None:
+            self.player.play(np.asarray(samples, np.float32), sr)
+
+    def _on_answer_done(self, utt: int, text: str, interrupted: bool) -> None:
+        accepted = self._presynth.get(utt, False) if hasattr(self, "_presynth") else False
+        style = "color:#1b6e3a" if accepted else ""
+        self._append("Assistant" + (" (prepared while you spoke)" if accepted else ""),
+                     text + (" …(interrupted)" if interrupted else ""), style)
+        t0, t1 = self._final_t.get(utt, (0.0, 0.0))
+        self.history.add(Item("assistant", text, t1, t1))
+
+    def _on_caption(self, cap) -> None:
+        self.caption_window.show_caption(cap)
+        self.live.setText(f"{html.escape(cap.translation_stable)}<span style='color:gray'> …</span>")
+        if cap.final:
+            self._append("Caption", f"{cap.source}  →  {cap.translation}")
+            t0, t1 = self._final_t.get(cap.utterance, (0.0, 0.0))
+            self.history.add(Item("caption", cap.source, t0, t1, translation=cap.translation))
+
+    def _on_metrics(self, m: dict) -> None:
+        kind = m.get("kind")
+        if kind == "asr" and m.get("rtf") is not None:
+            self.m_rtf.setText(f"{m['rtf']:.2f}")
+        elif kind == "answer":
+            if not hasattr(self, "_presynth"):
+                self._presynth = {}
+            self._presynth[m["utterance"]] = bool(m.get("presynth_used"))
+            if m.get("ttfs_s") is not None:
+                self.m_ttfs.setText(f"{m['ttfs_s']:.2f}")
+            if m.get("first_audio_s") is not None:
+                self.m_audio.setText(f"{m['first_audio_s']:.2f}")
+                self.plot.add(m["first_audio_s"])
+            self.m_accept.setText(f"{m.get('accepted_tokens', 0)} tokens, NFETFS {m.get('nfetfs')}")
+        elif kind == "caption":
+            self.m_ne.setText(f"{m['ne']:.2f}")
+            self.m_accept.setText(f"A/D {m['acceptance']:.2f}, A/O {m['accepted_share']:.2f}")
+
+    def _error(self, msg: str) -> None:
+        self.status_label.setText(f"⚠ {msg}")
+
+    def _on_session_ended(self) -> None:
+        if self.handsfree.isChecked():
+            self.handsfree.blockSignals(True)
+            self.handsfree.setChecked(False)
+            self.handsfree.setText("Start hands-free")
+            self.handsfree.blockSignals(False)
+
+    # -- dialogs --------------------------------------------------------------------------------------------------
+    def open_settings(self) -> SettingsDialog:
+        dlg = SettingsDialog(self.ctl.cfg, self.store, self)
+        dlg.applied.connect(self.ctl.apply_config)
+        dlg.show()
+        return dlg
+
+    def export_dialog(self, suffix: str) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export", f"specvoice{suffix}", f"*{suffix}")
+        if path:
+            try:
+                self.history.export(path)
+            except (OSError, ValueError) as e:
+                QMessageBox.warning(self, "Export failed", str(e))
+
+    def closeEvent(self, e):  # noqa: N802 (Qt)
+        self.ctl.stop()
+        if self.player is not None:
+            self.player.close()
+        self.caption_window.close()
+        self.closed.emit()
+        super().closeEvent(e)
+
+
+def run_app(argv=None) -> int:
+    import sys
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv if argv is None else argv)
+    app.setApplicationName("specvoice")
+    w = MainWindow()
+    w.show()
+    return app.exec()

@@ -1,0 +1,195 @@
+"""The desktop app, offscreen (QT_QPA_PLATFORM=offscreen): a WAV file as the microphone through the real engine,
+settings, the caption window's masking, exports, and screenshots."""
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import QSettings  # noqa: E402
+
+from app.caption_window import CaptionWindow  # noqa: E402
+from app.export import History, Item  # noqa: E402
+from engine.config import Config  # noqa: E402
+from engine.events import Caption  # noqa: E402
+
+from .conftest import QUESTION, ROOT  # noqa: E402
+
+SHOTS = Path(os.environ.get("SPECVOICE_SCREENSHOTS", "")) if os.environ.get("SPECVOICE_SCREENSHOTS") else None
+
+
+@pytest.fixture()
+def store(tmp_path):
+    return QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
+
+
+@pytest.fixture()
+def window(qtbot, tmp_path, store, small_gguf):
+    from app.controller import EngineController
+    from app.main_window import MainWindow
+
+    cfg = Config().with_overrides({"models": {"llm_target": str(small_gguf)}, "llm": {"max_answer_tokens": 40},
+                                   "audio": {"output_device": "none"}})
+    store.setValue("models.llm_target", str(small_gguf))
+    store.setValue("llm.max_answer_tokens", 40)
+    ctl = EngineController(cfg)
+    w = MainWindow(ctl, store, history_path=tmp_path / "history.jsonl")
+    qtbot.addWidget(w)
+    w.output_pick.setCurrentIndex(w.output_pick.findData("none"))
+    w.show()
+    yield w
+    w.close()
+
+
+def _run_question(qtbot, w, timeout_ms=240_000):
+    answers, audio = [], []
+    w.ctl.answer_done.connect(lambda u, t, i: answers.append(t))
+    w.ctl.answer_audio.connect(lambda u, s, sr: audio.append((len(s), sr)))
+    w.add_file_input(str(QUESTION))
+    with qtbot.waitSignal(w.ctl.session_ended, timeout=timeout_ms):
+        w.handsfree.setChecked(True)
+    return answers, audio
+
+
+def test_wav_as_microphone_gives_transcript_answer_and_audio(qtbot, window):
+    answers, audio = _run_question(qtbot, window)
+    view = window.conversation.toPlainText()
+    assert "You:" in view and "focused" in view.lower()
+    assert answers and len(answers[0].split()) >= 3 and "Assistant" in view
+    assert audio and audio[0][0] > 10_000 and audio[0][1] == 22050
+    kinds = [it.kind for it in History(window.history.path).items]  # written to disk as it happened
+    assert kinds[:2] == ["user", "assistant"]
+    assert not window.ctl.running()  # the session thread ended
+
+
+def test_changing_a_setting_changes_the_engine(qtbot, window):
+    dlg = window.open_settings()
+    qtbot.addWidget(dlg)
+    dlg.set_value("llm.answer_method", "cascade")
+    dlg.set_value("llm.max_answer_tokens", 8)
+    assert dlg.apply()
+    assert window.ctl.cfg.llm.answer_method == "cascade" and window.ctl.cfg.llm.max_answer_tokens == 8
+    metrics = []
+    window.ctl.metrics.connect(lambda m: metrics.append(m) if m.get("kind") == "answer" else None)
+    answers, _ = _run_question(qtbot, window)
+    assert answers and metrics
+    assert metrics[0]["nfetfs"] is None  # the cascade ran, not PredGen
+    assert len(window.ctl.rt.llm().tokenize(answers[0])) <= 9  # the 8-token cap took effect
+    # persisted: a new dialog reads the stored values; reset restores defaults
+    from app.settings import load_settings
+
+    assert load_settings(window.store).llm.max_answer_tokens == 8
+    dlg.reset()
+    assert dlg.current().llm.max_answer_tokens == Config().llm.max_answer_tokens
+
+
+def test_settings_cover_every_threshold_with_tooltips(qtbot, store):
+    from app.settings import SettingsDialog
+
+    dlg = SettingsDialog(Config(), store)
+    qtbot.addWidget(dlg)
+    for key in ("vad.threshold", "vad.min_silence_s", "asr.method", "asr.tau_ctc", "asr.tau_slm",
+                "asr.specasr_threshold", "asr.specasr_max_draft", "asr.specasr_tree", "llm.predgen_verifier",
+                "llm.predgen_top_k", "llm.predgen_tokens_per_update", "caption.beta", "caption.mask_k",
+                "caption.display_only_mask", "tts.engine", "tts.theta", "tts.lookahead", "models.llm_target",
+                "caption.target_language", "audio.input_device", "audio.output_device"):
+        assert key in dlg.widgets and dlg.widgets[key].toolTip(), key
+    assert "Eq. 5" in dlg.widgets["caption.beta"].toolTip()
+    dlg.widgets["caption.beta"].setValue(7.0)  # out of range: the spin box refuses it
+    assert dlg.current().caption.beta <= 1.0
+    dlg.widgets["models.vad"].setText("")  # a bad value is rejected with a message, nothing changes
+    from engine.config import ConfigError
+
+    dlg.cfg = dlg.cfg.with_overrides({"caption": {"beta": 0.2}})
+    bad = dlg.cfg.with_overrides({"asr": {"method": "nope"}})
+    with pytest.raises(ConfigError):
+        from engine.config import validate
+
+        validate(bad)
+
+
+def test_caption_window_masks_the_tail_without_flicker(qtbot):
+    w = CaptionWindow()
+    qtbot.addWidget(w)
+    stream = [Caption(0, "A man in", "Ein Mann", " in", False, 0.1, source_stable="A man"),
+              Caption(0, "A man in an orange hat", "Ein Mann mit", " einem orangen Hut", False, 0.1,
+                      source_stable="A man in an"),
+              Caption(0, "A man in an orange hat", "Ein Mann mit", " einem orangen Hut", False, 0.1,
+                      source_stable="A man in an"),
+              Caption(0, "A man in an orange hat.", "Ein Mann mit einem orangefarbenen Hut.", "", True, 0.1)]
+    seen = []
+    for cap in stream:
+        w.show_caption(cap)
+        seen.append((w.visible_translation(), w.repaints))
+    assert seen[0][0] == "Ein Mann" and seen[1][0] == "Ein Mann mit"  # tails hidden
+    assert seen[2][1] == seen[1][1]  # same caption again: no repaint
+    assert seen[3][0] == "Ein Mann mit einem orangefarbenen Hut."  # final: everything shown
+    w.fade.setChecked(True)
+    w.show_caption(stream[1])
+    assert w.visible_translation() == "Ein Mann mit einem orangen Hut"
+    assert "color:gray" in w.translation.text()
+
+
+def test_exports_parse_and_history_survives_a_crash(tmp_path):
+    h = History(tmp_path / "h.jsonl")
+    h.add(Item("user", "Hello there", 0.5, 1.7))
+    h.add(Item("assistant", "Hi! How can I help?", 1.7, 1.7))
+    h.add(Item("caption", "And so my fellow Americans", 3.0, 5.25, translation="Und so, meine Mitbürger"))
+    with open(h.path, "a") as f:
+        f.write('{"kind": "user", "te')  # a torn line, as after a crash
+    h2 = History(h.path)
+    assert [i.kind for i in h2.items] == ["user", "assistant", "caption"]
+    srt = h2.export(tmp_path / "x.srt").read_text()
+    cues = re.findall(r"(\d+)\n(\d\d:\d\d:\d\d,\d{3}) --> (\d\d:\d\d:\d\d,\d{3})\n(.+?)\n", srt)
+    assert [c[0] for c in cues] == ["1", "2"] and cues[1][1:3] == ("00:00:03,000", "00:00:05,250")
+    vtt = h2.export(tmp_path / "x.vtt").read_text()
+    assert vtt.startswith("WEBVTT") and "00:00:00.500 --> 00:00:01.700" in vtt and "Mitbürger" in vtt
+    txt = h2.export(tmp_path / "x.txt").read_text()
+    assert "You: Hello there" in txt and "Assistant: Hi! How can I help?" in txt
+    with pytest.raises(ValueError):
+        h2.export(tmp_path / "x.doc")
+
+
+def test_no_microphone_app_starts_and_says_so(qtbot, tmp_path, store, monkeypatch):
+    from app import controller as ctl_mod
+    from app.controller import EngineController
+    from app.main_window import MainWindow
+
+    monkeypatch.setattr(ctl_mod, "input_devices", lambda: [])
+    w = MainWindow(EngineController(Config()), store, history_path=tmp_path / "h.jsonl")
+    qtbot.addWidget(w)
+    assert "No microphone" in w.status_label.text() or w.input_pick.count() == 1
+    assert w.input_pick.itemData(w.input_pick.count() - 1) == "choose-file"
+    w.ctl.stop()
+
+
+def test_screenshots(qtbot, tmp_path, store):
+    from app.controller import EngineController
+    from app.main_window import MainWindow
+
+    out = SHOTS or tmp_path
+    out.mkdir(parents=True, exist_ok=True)
+    w = MainWindow(EngineController(Config()), store, history_path=tmp_path / "h.jsonl")
+    qtbot.addWidget(w)
+    w.show()
+    w._append("You", "Can you give me a quick tip for staying focused while working from home?")
+    w._append("Assistant (prepared while you spoke)", "Certainly! Set clear goals for the day and take short breaks.",
+              "color:#1b6e3a")
+    w.live.setText("<b>What about</b> <i style='color:gray'>music while working?</i>")
+    assert w.grab().save(str(out / "main.png"))
+    cw = w.caption_window
+    cw.show()
+    cw.show_caption(Caption(0, "And so my fellow Americans, ask not", "Und so, meine lieben", " Amerikaner",
+                            False, 0.1, source_stable="And so my fellow Americans,"))
+    assert cw.grab().save(str(out / "caption.png"))
+    dlg = w.open_settings()
+    qtbot.addWidget(dlg)
+    assert dlg.grab().save(str(out / "settings.png"))
+    for name in ("main.png", "caption.png", "settings.png"):
+        assert (out / name).stat().st_size > 5000
+    w.ctl.stop()
