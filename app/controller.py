@@ -143,7 +143,7 @@ class EngineController(QObject):
     @staticmethod
     def inputs() -> list[tuple[str, str]]:
         """(label, source spec) for the input picker: microphones, then a WAV-file entry is added by the GUI."""
-        return [(f"🎤 {d['name']}", str(d["index"])) for d in input_devices()]
+        return [(d["name"], str(d["index"])) for d in input_devices()]
 
     def _make_source(self, opts: SessionOptions) -> AudioSource:
         if opts.source.startswith(FILE_PREFIX):

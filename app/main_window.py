@@ -7,12 +7,11 @@ the controller's slots (start, release_talk, stop, interrupt_answer, apply_confi
 from __future__ import annotations
 
 import html
-import time
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence, QPainter, QPen, QShortcut
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence, QPainter, QPen
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QMainWindow, QMessageBox, QProgressBar, QPushButton, QRadioButton, QTextBrowser,
                                QVBoxLayout, QWidget)
@@ -102,6 +101,9 @@ class MainWindow(QMainWindow):
         self.language = QComboBox()
         self.language.addItems(["de", "fr", "es", "it", "pt", "nl", "zh", "ja"])
         self.status_label = QLabel("starting…")
+        self.loading = QProgressBar()  # models load once, on a worker thread: a busy indicator meanwhile
+        self.loading.setRange(0, 0)
+        self.loading.setMaximumHeight(10)
         self._refresh_devices()
 
         self.m_rtf, self.m_ttfs, self.m_audio, self.m_accept, self.m_ne = (QLabel("–") for _ in range(5))
@@ -141,6 +143,7 @@ class MainWindow(QMainWindow):
         left.addWidget(self.live)
         left.addLayout(controls)
         left.addWidget(self.status_label)
+        left.addWidget(self.loading)
         root = QHBoxLayout()
         root.addLayout(left, 3)
         root.addLayout(side, 1)
@@ -176,7 +179,7 @@ class MainWindow(QMainWindow):
         self.output_pick.clear()
         outs = output_devices()
         for d in outs:
-            self.output_pick.addItem(f"🔈 {d['name']}", str(d["index"]))
+            self.output_pick.addItem(d["name"], str(d["index"]))
         self.output_pick.addItem("No playback (write WAV only)", "none")
 
     def add_file_input(self, path: str) -> None:
@@ -184,7 +187,7 @@ class MainWindow(QMainWindow):
         spec = FILE_PREFIX + str(path)
         idx = self.input_pick.findData(spec)
         if idx < 0:
-            self.input_pick.insertItem(self.input_pick.count() - 1, f"📄 {Path(path).name}", spec)
+            self.input_pick.insertItem(self.input_pick.count() - 1, f"File: {Path(path).name}", spec)
             idx = self.input_pick.findData(spec)
         self.input_pick.setCurrentIndex(idx)
 
@@ -209,8 +212,8 @@ class MainWindow(QMainWindow):
         self.handsfree.toggled.connect(self.toggle_handsfree)
         self.stop_audio.clicked.connect(self.stop_answer)
         self.input_pick.activated.connect(self._input_chosen)
-        QShortcut(QKeySequence(Qt.Key_Space), self, activated=self.talk_pressed)
-        self._space_release = QTimer(self)
+        c.models_ready.connect(lambda _t: self.loading.hide())
+        c.load_failed.connect(lambda _m: self.loading.hide())
 
     def mode(self) -> str:
         return "caption" if self.mode_caption.isChecked() else "assistant"
@@ -347,6 +350,20 @@ class MainWindow(QMainWindow):
                 self.history.export(path)
             except (OSError, ValueError) as e:
                 QMessageBox.warning(self, "Export failed", str(e))
+
+    def keyPressEvent(self, e):  # noqa: N802 (Qt) — push-to-talk with the space bar
+        if e.key() == Qt.Key_Space and not e.isAutoRepeat():
+            self.talk.setDown(True)
+            self.talk_pressed()
+            return
+        super().keyPressEvent(e)
+
+    def keyReleaseEvent(self, e):  # noqa: N802 (Qt)
+        if e.key() == Qt.Key_Space and not e.isAutoRepeat():
+            self.talk.setDown(False)
+            self.talk_released()
+            return
+        super().keyReleaseEvent(e)
 
     def closeEvent(self, e):  # noqa: N802 (Qt)
         self.ctl.stop()

@@ -90,32 +90,26 @@ class FileSource(ArraySource):
         self.path = Path(path)
 
 
+def _devices(channels_key: str) -> list[dict]:
+    try:
+        import sounddevice as sd
+
+        devs = sd.query_devices()
+    except Exception:  # PortAudio missing or broken: no devices
+        return []
+    return [{"index": i, "name": d["name"], "channels": d[channels_key], "default_samplerate": d["default_samplerate"]}
+            for i, d in enumerate(devs) if d[channels_key] > 0]
+
+
 def input_devices() -> list[dict]:
     """Input devices known to PortAudio: [{"index", "name", "channels", "default_samplerate"}]; [] when none
     (or when PortAudio itself is missing)."""
-    try:
-        import sounddevice as sd
-
-        devs = sd.query_devices()
-    except Exception:
-        return []
-    return [
-        {"index": i, "name": d["name"], "channels": d["max_input_channels"], "default_samplerate": d["default_samplerate"]}
-        for i, d in enumerate(devs) if d["max_input_channels"] > 0
-    ]
+    return _devices("max_input_channels")
 
 
 def output_devices() -> list[dict]:
-    try:
-        import sounddevice as sd
-
-        devs = sd.query_devices()
-    except Exception:
-        return []
-    return [
-        {"index": i, "name": d["name"], "channels": d["max_output_channels"], "default_samplerate": d["default_samplerate"]}
-        for i, d in enumerate(devs) if d["max_output_channels"] > 0
-    ]
+    """Output devices known to PortAudio (same records as :func:`input_devices`)."""
+    return _devices("max_output_channels")
 
 
 class MicSource(AudioSource):

@@ -46,8 +46,9 @@ def run_stream(tr, sources: list[str]) -> dict:
     return {"final": st.updates[-1].text, "ne": st.ne, "draft": sum(u.draft for u in st.updates),
             "accepted": sum(u.accepted for u in st.updates), "output": sum(u.output for u in st.updates),
             "compute_s": sum(u.compute_s for u in st.updates),
+            "forward_passes": sum(u.forward_passes for u in st.updates), "updates": len(st.updates),
             "displayed": [u.text if u.final else u.stable_text for u in st.updates],
-            "full_outputs": [u.text for u in st.updates]}
+            "full_outputs": [u.text for u in st.updates], "tokens": [u.tokens for u in st.updates]}
 
 
 def main(argv=None) -> int:
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
 
     from engine.config import load_config
     from engine.runtime import Runtime
-    from engine.ssbd import ARRetranslator, SSBDTranslator, normalized_erasure
+    from engine.ssbd import ARRetranslator, SSBDTranslator, mask_tail, normalized_erasure
 
     p = argparse.ArgumentParser(prog="specvoice bench ssbd", description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=15, help="Multi30k sentences")
@@ -101,8 +102,7 @@ def main(argv=None) -> int:
                 if j == len(r["full_outputs"]) - 1:
                     shown.append(full)
                 else:
-                    toks = lm.tokenize(full)
-                    shown.append(lm.detokenize(toks[: max(0, len(toks) - k)]).strip())
+                    shown.append(mask_tail(lm, r["tokens"][j], k)[0])
             rows.append({**r, "ne": normalized_erasure(shown), "displayed": shown})
         runs[f"{base}_display_only_mask{k}"] = rows
 
@@ -120,12 +120,15 @@ def main(argv=None) -> int:
              "ne_change_vs_ar": round(statistics.mean(r["ne"] for r in rows) / ar_ne - 1, 3) if ar_ne else None,
              "acceptance_A_over_D": round(a / d, 4) if d else None, "accepted_share_A_over_O": round(a / o, 4),
              "output_tokens_per_s": round(o / t, 2), "compute_s": round(t, 2),
-             "speedup_vs_ar": round(ar_time / t, 3)}
+             "speedup_vs_ar": round(ar_time / t, 3),
+             "forward_passes": sum(r["forward_passes"] for r in rows),
+             "sequential_passes_speedup_vs_ar": round(sum(r["forward_passes"] for r in runs["ar"])
+                                                      / max(1, sum(r["forward_passes"] for r in rows)), 3)}
         if all(refs):
             c["bleu"] = round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
             c["chrf"] = round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)
         report["configs"][name] = c
-    report["examples"] = {name: [{"displayed": r["displayed"], "final": r["final"]} for r in rows[:3]]
+    report["examples"] = {name: [{"displayed": r["displayed"], "final": r["final"]} for r in rows[:5]]
                           for name, rows in runs.items()}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -54,7 +54,17 @@ class LMSession:
     def prefill(self, prompt: Sequence[int]) -> np.ndarray:
         """Make the cache hold exactly ``prompt``; return the logits row after its last token (n_vocab,).
         Reuses the longest cached common prefix (at least the last prompt token is re-evaluated for its row)."""
-        prompt = list(prompt)
+        return self.eval_draft(prompt, [])[0]
+
+    def eval_draft(self, prompt: Sequence[int], draft: Sequence[int]) -> np.ndarray:
+        """ONE forward pass over the uncached part of ``prompt`` followed by ``draft``; the cache then holds
+        prompt ⊕ draft. Returns the verification rows (len(draft)+1, n_vocab): row j is the next-token logits
+        before ``draft[j]`` (row len(draft) follows the last draft token) — the row convention of engine.verify.
+
+        Raises:
+            ValueError: empty prompt.
+        """
+        prompt, draft = list(prompt), list(draft)
         if not prompt:
             raise ValueError("empty prompt")
         self._claim()
@@ -65,7 +75,7 @@ class LMSession:
             common += 1
         common = min(common, len(prompt) - 1)
         self.crop(common)
-        return self.eval(prompt[common:])[-1]
+        return self.eval(prompt[common:] + draft)[len(prompt) - common - 1 :]
 
 
 @dataclass

@@ -167,17 +167,7 @@ class PredGen:
     # -- verification (§3.1) -------------------------------------------------------------------------------------
     def _rows_for(self, prompt: list[int], response: list[int]) -> np.ndarray:
         """ONE forward pass over (uncached part of P) ⊕ R; returns rows (len(R)+1, vocab), rows[j] predicting R[j]."""
-        s = self.session
-        s._claim()
-        common = 0
-        for a, b in zip(s.tokens, prompt):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(prompt) - 1)
-        s.crop(common)
-        rows = s.eval(prompt[common:] + response)
-        return rows[len(prompt) - common - 1 :]
+        return self.session.eval_draft(prompt, response)
 
     def _judge_yes(self, partial: str, answer: str) -> bool:
         """Reflection (§3.1, Table 2): one pass; accept if log p("yes") > log p("no") for the first answer token."""

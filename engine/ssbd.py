@@ -64,6 +64,21 @@ def erasure(prev: list[str], cur: list[str]) -> int:
     return len(prev) - lcp
 
 
+def mask_tail(lm, tokens: list[int], k: int) -> tuple[str, str]:
+    """Display-only mask-k: (shown text, hidden tail) — the last ``k`` tokens are hidden, and so is the rest of a
+    word they cut through (a caption never shows half a word)."""
+    full = lm.detokenize(tokens).strip()
+    if k <= 0 or not tokens:
+        return full, ""
+    stable = lm.detokenize(tokens[: max(0, len(tokens) - k)]).strip()
+    if not full.startswith(stable):
+        return "", full
+    if len(stable) < len(full) and full[len(stable)].isalnum() and stable and stable[-1].isalnum():
+        cut = stable.rfind(" ")
+        stable = stable[:cut] if cut > 0 else ""
+    return stable, full[len(stable):]
+
+
 def normalized_erasure(displayed: list[str]) -> float:
     """Eq. 4: NE = Σ_i E(i) / |Y^N| over a sequence of displayed outputs (the last one is final)."""
     seqs = [words(t) for t in displayed]
@@ -127,13 +142,9 @@ class SSBDTranslator(Translator):
         self.stream = StreamStats()
 
     def _display(self, tokens: list[int], final: bool) -> tuple[str, str]:
-        full = self.lm.detokenize(tokens).strip()
-        if final or self.mask_k == 0 or not tokens:
-            return full, ""
-        stable = self.lm.detokenize(tokens[: max(0, len(tokens) - self.mask_k)]).strip()
-        if not full.startswith(stable):
-            return "", full
-        return stable, full[len(stable):]
+        if final:
+            return self.lm.detokenize(tokens).strip(), ""
+        return mask_tail(self.lm, tokens, self.mask_k)
 
     def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None) -> SSBDUpdate:
         """Algorithm 1 for one update."""
@@ -145,15 +156,7 @@ class SSBDTranslator(Translator):
             draft = draft[: max(0, len(draft) - self.mask_k)]
         n_eval0 = s.n_eval
         if draft:
-            s._claim()
-            common = 0
-            for a, b in zip(s.tokens, prompt):
-                if a != b:
-                    break
-                common += 1
-            common = min(common, len(prompt) - 1)
-            s.crop(common)
-            rows = s.eval(prompt[common:] + draft)[len(prompt) - common - 1 :]  # line 3: one pass
+            rows = s.eval_draft(prompt, draft)  # line 3: one forward pass
             v = V.biased(rows, draft, self.beta)  # lines 4–12, Eq. 5
             k = v.accepted
             out = draft[:k]

@@ -168,28 +168,54 @@ def test_no_microphone_app_starts_and_says_so(qtbot, tmp_path, store, monkeypatc
     w.ctl.stop()
 
 
-def test_screenshots(qtbot, tmp_path, store):
-    from app.controller import EngineController
-    from app.main_window import MainWindow
-
+def test_caption_mode_and_screenshots(qtbot, window, tmp_path, jfk_path):
+    """A real assistant turn and a real live-caption run of jfk.flac, then PNGs of the three windows."""
     out = SHOTS or tmp_path
     out.mkdir(parents=True, exist_ok=True)
-    w = MainWindow(EngineController(Config()), store, history_path=tmp_path / "h.jsonl")
-    qtbot.addWidget(w)
-    w.show()
-    w._append("You", "Can you give me a quick tip for staying focused while working from home?")
-    w._append("Assistant (prepared while you spoke)", "Certainly! Set clear goals for the day and take short breaks.",
-              "color:#1b6e3a")
-    w.live.setText("<b>What about</b> <i style='color:gray'>music while working?</i>")
+    w = window
+    answers, _ = _run_question(qtbot, w)
+    assert answers
+    assert w.m_ttfs.text() != "–" and w.m_rtf.text() != "–"  # the metrics panel was fed live
     assert w.grab().save(str(out / "main.png"))
+    caps = []
+    w.ctl.caption.connect(caps.append)
+    w.mode_caption.setChecked(True)
+    w.add_file_input(str(jfk_path))
+    with qtbot.waitSignal(w.ctl.session_ended, timeout=300_000):
+        w.handsfree.setChecked(True)
+    assert caps and any(c.final for c in caps)
+    final = [c for c in caps if c.final][-1]
     cw = w.caption_window
     cw.show()
-    cw.show_caption(Caption(0, "And so my fellow Americans, ask not", "Und so, meine lieben", " Amerikaner",
-                            False, 0.1, source_stable="And so my fellow Americans,"))
+    assert cw.visible_translation() == final.translation_stable and final.translation
+    assert "Caption:" in w.conversation.toPlainText() and w.m_ne.text() != "–"
     assert cw.grab().save(str(out / "caption.png"))
     dlg = w.open_settings()
     qtbot.addWidget(dlg)
     assert dlg.grab().save(str(out / "settings.png"))
     for name in ("main.png", "caption.png", "settings.png"):
         assert (out / name).stat().st_size > 5000
-    w.ctl.stop()
+
+
+def test_push_to_talk_and_clean_shutdown(qtbot, window):
+    import threading
+
+    from PySide6.QtCore import QEvent, Qt
+    from PySide6.QtGui import QKeyEvent
+
+    w = window
+    w.ctl.apply_config(w.ctl.cfg.with_overrides({"llm": {"answer_method": "cascade", "max_answer_tokens": 8}}))
+    finals = []
+    w.ctl.final.connect(lambda u, t, a, b: finals.append(t))
+    w.add_file_input(str(QUESTION))
+    w.setFocus()
+    qtbot.waitUntil(lambda: w.ctl.loaded, timeout=120_000)
+    with qtbot.waitSignal(w.ctl.session_ended, timeout=240_000):
+        w.keyPressEvent(QKeyEvent(QEvent.KeyPress, Qt.Key_Space, Qt.NoModifier))  # Space down: talk
+        qtbot.wait(3500)  # "speak" for 3.5 s of the file
+        w.keyReleaseEvent(QKeyEvent(QEvent.KeyRelease, Qt.Key_Space, Qt.NoModifier))  # Space up
+    assert finals and "work from home" in finals[0].lower()
+    assert "focused" not in finals[0].lower()  # released before the end of the question
+    w.close()
+    names = {t.name for t in threading.enumerate() if t.is_alive()}
+    assert not names & {"session", "capture", "asr", "answer", "caption", "tts"}, names
