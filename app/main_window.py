@@ -194,10 +194,10 @@ class MainWindow(QMainWindow):
     # -- wiring ---------------------------------------------------------------------------------------------------
     def _wire(self) -> None:
         c = self.ctl
-        c.status.connect(self.status_label.setText)
-        c.load_failed.connect(lambda m: QMessageBox.critical(self, "Model loading failed", m))
+        c.status.connect(self._on_status)
+        c.load_failed.connect(self._load_failed)
         c.error.connect(self._error)
-        c.level.connect(lambda v: self.level.setValue(int(v * 100)))
+        c.level.connect(self._on_level)
         c.partial.connect(self._on_partial)
         c.final.connect(self._on_final)
         c.answer_sentence.connect(self._on_answer_sentence)
@@ -212,8 +212,20 @@ class MainWindow(QMainWindow):
         self.handsfree.toggled.connect(self.toggle_handsfree)
         self.stop_audio.clicked.connect(self.stop_answer)
         self.input_pick.activated.connect(self._input_chosen)
-        c.models_ready.connect(lambda _t: self.loading.hide())
-        c.load_failed.connect(lambda _m: self.loading.hide())
+        c.models_ready.connect(self._models_loaded)
+        c.load_failed.connect(self._models_loaded)
+
+    def _on_status(self, text: str) -> None:
+        self.status_label.setText(text)
+
+    def _on_level(self, v: float) -> None:
+        self.level.setValue(int(v * 100))
+
+    def _models_loaded(self, *_):
+        self.loading.hide()
+
+    def _load_failed(self, msg: str) -> None:
+        QMessageBox.critical(self, "Model loading failed", msg)
 
     def mode(self) -> str:
         return "caption" if self.mode_caption.isChecked() else "assistant"
