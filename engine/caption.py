@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .generate import GenStats, LMSession, TextStreamer, greedy_stream
+from .generate import GenStats, LMSession, greedy_stream
 
 LANGUAGES = {"de": "German", "fr": "French", "es": "Spanish", "it": "Italian", "pt": "Portuguese", "nl": "Dutch",
              "zh": "Chinese", "ja": "Japanese", "ru": "Russian", "en": "English", "pl": "Polish", "tr": "Turkish"}
@@ -55,10 +55,6 @@ class Translator:
         """AR re-translation from scratch: greedy decoding of the whole translation."""
         t0 = time.perf_counter()
         stats = GenStats()
-        streamer = TextStreamer(self.lm.detokenize)
-        toks = []
-        for tok in greedy_stream(self.session, self.prompt_tokens(source), self.max_tokens, self.lm.eos_ids,
-                                 cancel, stats):
-            toks.append(tok)
-            streamer.push(tok)
+        toks = list(greedy_stream(self.session, self.prompt_tokens(source), self.max_tokens, self.lm.eos_ids,
+                                  cancel, stats))
         return TranslationResult(self.lm.detokenize(toks).strip(), toks, time.perf_counter() - t0, stats)
