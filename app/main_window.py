@@ -69,7 +69,7 @@ class MainWindow(QMainWindow):
         self.player = None
         self._answer_text: dict[int, str] = {}
         self._final_t: dict[int, tuple[float, float]] = {}
-        self._partial_line = ""
+        self._presynth: dict[int, bool] = {}  # utterance → PredGen's pre-synthesised sentence was played
         self._build()
         self._wire()
         self.ctl.load(self.mode())
@@ -305,7 +305,7 @@ class MainWindow(QMainWindow):
             self.player.play(np.asarray(samples, np.float32), sr)
 
     def _on_answer_done(self, utt: int, text: str, interrupted: bool) -> None:
-        accepted = self._presynth.get(utt, False) if hasattr(self, "_presynth") else False
+        accepted = self._presynth.get(utt, False)
         style = "color:#1b6e3a" if accepted else ""
         self._append("Assistant" + (" (prepared while you spoke)" if accepted else ""),
                      text + (" …(interrupted)" if interrupted else ""), style)
@@ -325,8 +325,6 @@ class MainWindow(QMainWindow):
         if kind == "asr" and m.get("rtf") is not None:
             self.m_rtf.setText(f"{m['rtf']:.2f}")
         elif kind == "answer":
-            if not hasattr(self, "_presynth"):
-                self._presynth = {}
             self._presynth[m["utterance"]] = bool(m.get("presynth_used"))
             if m.get("ttfs_s") is not None:
                 self.m_ttfs.setText(f"{m['ttfs_s']:.2f}")

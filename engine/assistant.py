@@ -241,6 +241,7 @@ class Conversation:
         self._closed = False
         self._heard = False  # the current answer's audio reached the user
         self.pending_text = ""
+        self._current: tuple[int, str] | None = None  # the (utterance, text) being answered
         self._thread = threading.Thread(target=self._run, name="answer", daemon=True)
         self._thread.start()
 
@@ -299,8 +300,6 @@ class Conversation:
             self._cancel.set()
             self._cv.notify()
         self._thread.join(timeout=30)
-
-    _current: tuple[int, str] | None = None
 
     def _run(self) -> None:
         # The LLM's compute threads are created by this thread and inherit its priority: speculating on partials
