@@ -54,8 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("caption", parents=[common], help="live caption and translation")
     src_args(c, audio_required=False)
     c.add_argument("--to", default="de", help="target language code or name (default: de)")
-    b = sub.add_parser("bench", help="benchmarks (method vs its AR baseline, JSON out): predgen")
-    b.add_argument("which", choices=["predgen", "ssbd", "partial-streams"])
+    b = sub.add_parser("bench", help="benchmarks (method vs its AR baseline, JSON out)")
+    b.add_argument("which", choices=["asr", "predgen", "ssbd", "partial-streams"])
     b.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (see --help after its name)")
     sub.add_parser("app", help="the desktop app (Qt)")
     m = sub.add_parser("models", parents=[common], help="resolve, join and verify every model role")
@@ -456,7 +456,9 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         return run_app([sys.argv[0]])
     if args.cmd == "bench":
-        if args.which == "predgen":
+        if args.which == "asr":
+            from bench.asr_bench import main as bench_main
+        elif args.which == "predgen":
             from bench.predgen_bench import main as bench_main
         elif args.which == "ssbd":
             from bench.ssbd_bench import main as bench_main

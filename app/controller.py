@@ -131,8 +131,8 @@ class EngineController(QObject):
                 if key.startswith("tts:") and cfg.models.tts_voice == old.models.tts_voice \
                         and cfg.tts.length_scale == old.tts.length_scale:
                     self.rt._cache[key] = obj
-                if key.startswith("asr:") and key == f"asr:{cfg.asr.method}:{cfg.asr.model_role}" \
-                        and cfg.models == old.models:
+                if key.startswith(("asr:", "whisper_ssd:", "torch_whisper:")) and cfg.models == old.models \
+                        and cfg.asr.model_role == old.asr.model_role and cfg.asr.compute_type == old.asr.compute_type:
                     self.rt._cache[key] = obj
             self.rt.resolved.update({r: m for r, m in keep.resolved.items() if getattr(cfg.models, r) ==
                                      getattr(old.models, r)})

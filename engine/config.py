@@ -64,7 +64,7 @@ class VadConfig:
 @dataclass(frozen=True)
 class AsrConfig:
     model_role: str = "asr_target"  # which Whisper role transcribes
-    method: str = "ar"  # "ar" (faster-whisper greedy); speculative methods register here
+    method: str = "ssd"  # "ssd" (CTC self-speculative), "specasr", "ar" (faster-whisper), "ar_torch"
     language: str = "en"
     min_chunk_s: float = 1.0  # minimum new audio before a re-decode (whisper_streaming's min-chunk-size)
     buffer_trim_s: float = 15.0  # trim the audio buffer at a committed segment end past this length
@@ -75,6 +75,7 @@ class AsrConfig:
     # CTC self-speculative decoding (ctc_self_speculative_asr.txt, Table 1)
     tau_ctc: float = 0.7
     tau_slm: float = 0.2
+    ssd_rejoin: bool = True  # re-join the CTC draft after an AR correction (paper footnote 1)
     # SpecASR (specasr.txt §IV-A)
     specasr_threshold: float = 0.4
     specasr_max_draft: int = 24
@@ -235,15 +236,20 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
                           "longer tolerates pauses."),
     "vad.min_speech_s": ("Minimum speech (s)", "Shorter bursts of speech are ignored."),
     "vad.speech_pad_s": ("Speech padding (s)", "Audio kept before speech starts and after it ends."),
-    "asr.method": ("ASR method", "ar = plain Whisper decoding (faster-whisper). CTC self-speculative and SpecASR "
-                   "appear here when available."),
+    "asr.method": ("ASR method", "ssd = CTC self-speculative decoding (ctc_self_speculative_asr.txt: the CTC "
+                   "head on Whisper's encoder drafts, the decoder verifies); specasr = Whisper tiny.en drafts, base "
+                   "verifies (specasr.txt); ar = plain Whisper decoding (faster-whisper); ar_torch = plain greedy on "
+                   "the same torch decoder SSD uses (the baseline)."),
     "asr.model_role": ("ASR model", "asr_target = Whisper base (multilingual), asr_draft = Whisper tiny.en (faster)."),
     "asr.min_chunk_s": ("Minimum new audio per update (s)", "whisper_streaming's min-chunk-size: new audio needed "
                         "before the utterance is re-decoded (LocalAgreement-2 commit policy)."),
     "asr.tau_ctc": ("τ_CTC", "CTC self-speculative decoding (ctc_self_speculative_asr.txt, Eq. 3): accept the CTC "
                     "draft without the decoder if every frame entropy is below τ_CTC. Not used by the 'ar' method."),
     "asr.tau_slm": ("τ_SLM", "CTC self-speculative decoding (Eq. 5): accept the draft in one decoder pass if every "
-                    "token probability exceeds τ_SLM. Not used by the 'ar' method."),
+                    "token probability exceeds τ_SLM. Presets (Table 1): high accuracy τ_CTC=0.7, τ_SLM=0.2; high RTFx "
+                    "τ_CTC=3.0, τ_SLM=0.1."),
+    "asr.ssd_rejoin": ("SSD draft re-join", "After an AR correction (Eq. 6), re-join the rest of the CTC draft and "
+                       "verify it in one pass (the paper's footnote 1); off = plain Eq. 6."),
     "asr.specasr_threshold": ("SpecASR truncation threshold", "SpecASR §IV-A: stop drafting where the draft's "
                               "normalised logit falls below this. Not used by the 'ar' method."),
     "asr.specasr_max_draft": ("SpecASR max draft length", "SpecASR §IV-A: longest draft (tokens)."),
@@ -283,7 +289,7 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
 }
 
 CHOICES: dict[str, tuple[str, ...]] = {
-    "asr.method": ("ar",),
+    "asr.method": ("ssd", "specasr", "ar", "ar_torch"),
     "asr.model_role": ("asr_target", "asr_draft"),
     "llm.answer_method": ("predgen", "cascade"),
     "llm.predgen_verifier": ("greedy", "top_k", "reflection", "biased"),

@@ -44,19 +44,61 @@ class Runtime:
             return self._cache[key]
 
     def asr_backend(self):
-        """The streaming ASR backend for ``cfg.asr.method`` ("ar" = faster-whisper)."""
+        """The streaming ASR backend for ``cfg.asr.method``: "ssd" (CTC self-speculative, engine.ssd_asr),
+        "specasr" (engine.specasr), "ar" (faster-whisper) or "ar_torch" (plain greedy on SSD's torch decoder)."""
         a = self.cfg.asr
-        if a.method != "ar":
-            raise ValueError(f"unknown ASR method {a.method!r} (available: ar)")
+        if a.method == "ar":
+            def build():
+                from .streaming_asr import FasterWhisperBackend
+
+                m = self.model(a.model_role)
+                return FasterWhisperBackend(m.path, device=a.device, compute_type=a.compute_type,
+                                            cpu_threads=a.cpu_threads, language=a.language, beam_size=a.beam_size)
+
+            return self._get(f"asr:ar:{a.model_role}", build)
+        if a.method in ("ssd", "ar_torch"):
+            def build_ssd():
+                from .ssd_asr import SSDBackend
+
+                return SSDBackend(self.whisper_ssd(), a.tau_ctc, a.tau_slm, method=a.method, rejoin=a.ssd_rejoin)
+
+            return self._get(f"asr:{a.method}:{a.model_role}:{a.tau_ctc}:{a.tau_slm}:{a.ssd_rejoin}", build_ssd)
+        if a.method == "specasr":
+            def build_spec():
+                from .specasr import SpecASRBackend
+
+                return SpecASRBackend(self.whisper_ssd(), self.whisper_ssd("asr_draft"),
+                                      threshold=a.specasr_threshold, max_draft=a.specasr_max_draft,
+                                      tree=a.specasr_tree)
+
+            return self._get(f"asr:specasr:{a.specasr_threshold}:{a.specasr_max_draft}:{a.specasr_tree}", build_spec)
+        raise ValueError(f"unknown ASR method {a.method!r} (available: ssd, specasr, ar, ar_torch)")
+
+    def whisper_ssd(self, role: str | None = None):
+        """Encoder (CTranslate2), CTC head and torch decoder of the ASR model role (shared by ssd/ar_torch/specasr);
+        ``role="asr_draft"`` gives SpecASR's draft."""
+        a = self.cfg.asr
+        role = role or a.model_role
 
         def build():
-            from .streaming_asr import FasterWhisperBackend
+            from .ssd_asr import WhisperSSD
 
-            m = self.model(a.model_role)
-            return FasterWhisperBackend(m.path, device=a.device, compute_type=a.compute_type,
-                                        cpu_threads=a.cpu_threads, language=a.language, beam_size=a.beam_size)
+            dev = None if a.device == "auto" else a.device
+            return WhisperSSD(self.model(role).path, device=dev, compute_type=a.compute_type,
+                              cpu_threads=a.cpu_threads, language=a.language)
 
-        return self._get(f"asr:{a.method}:{a.model_role}", build)
+        return self._get(f"whisper_ssd:{role}", build)
+
+    def torch_whisper(self, role: str):
+        """A torch Whisper (decoder control) of ``role``."""
+        a = self.cfg.asr
+
+        def build():
+            from .whisper_torch import TorchWhisper
+
+            return TorchWhisper(self.model(role).path, device=None if a.device == "auto" else a.device)
+
+        return self._get(f"torch_whisper:{role}", build)
 
     def vad(self):
         from audio.vad import StreamingVAD

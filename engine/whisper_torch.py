@@ -76,7 +76,7 @@ class WhisperDecoderLM:
         if position_ids is not None:
             kwargs["position_ids"] = position_ids
         if attention_mask is not None:
-            kwargs["decoder_attention_mask"] = attention_mask
+            kwargs["attention_mask"] = attention_mask
         with torch.inference_mode():
             out = self.w.model.model.decoder(
                 input_ids=ids, encoder_hidden_states=self.enc, past_key_values=self.cache, use_cache=True,
@@ -88,6 +88,48 @@ class WhisperDecoderLM:
         self.n_forward += 1
         return logits
 
+    def eval_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> np.ndarray:
+        """Evaluate a token tree in ONE pass (SpecInfer-style tree attention, as SpecASR §IV-C verifies drafts).
+
+        Args:
+            tokens: tree nodes in topological order (a parent precedes its children).
+            parents: parents[i] = index of node i's parent, or -1 for a root (root nodes follow the cached
+                context directly).
+
+        Returns:
+            float32 (len(tokens), n_vocab): row i = logits after the path root..i, as if that path alone had been
+            evaluated sequentially. Every node stays in the KV cache; keep one path with :meth:`keep_path`.
+        """
+        import torch
+
+        q = len(tokens)
+        depth = [0] * q
+        allowed = torch.zeros(q, q, dtype=torch.bool)
+        for i, p in enumerate(parents):
+            if p >= i:
+                raise ValueError("eval_tree: a parent must precede its child")
+            if p >= 0:
+                depth[i] = depth[p] + 1
+                allowed[i] = allowed[p]
+            allowed[i, i] = True
+        n = self._n
+        mask = torch.zeros(1, 1, q, n + q, dtype=self.w.dtype)
+        mask[0, 0, :, n:].masked_fill_(~allowed, torch.finfo(self.w.dtype).min)
+        pos = torch.tensor([[n + d for d in depth]])
+        return self.eval_torch(tokens, attention_mask=mask.to(self.w.device),
+                               position_ids=pos.to(self.w.device)).float().cpu().numpy()
+
+    def keep_path(self, base: int, nodes: Sequence[int]) -> None:
+        """After :meth:`eval_tree` at context length ``base``: keep the cached context [0, base) plus the tree
+        nodes ``nodes`` (indices into that tree, a root-to-leaf path), in order; drop the rest of the tree."""
+        import torch
+
+        idx = torch.tensor(list(range(base)) + [base + i for i in nodes], device=self.w.device)
+        for layer in self.cache.self_attention_cache.layers:
+            layer.keys = layer.keys.index_select(2, idx)
+            layer.values = layer.values.index_select(2, idx)
+        self._n = base + len(nodes)
+
     def crop(self, n: int) -> None:
         if not 0 <= n <= self._n:
             raise ValueError(f"crop({n}) outside 0..{self._n}")
@@ -96,7 +138,7 @@ class WhisperDecoderLM:
         self._n = n
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
-        return self.w.tokenizer.encode(text)
+        return self.w.fw_tokenizer.encode(text)
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.w.tokenizer.decode([i for i in ids if i < self.w.eot])

@@ -1,0 +1,326 @@
+"""CTC self-speculative decoding (SSD) of Whisper (ctc_self_speculative_asr.txt, §2, Eq. 2–7).
+
+One window of audio is encoded once (CTranslate2 int8 encoder, as faster-whisper does); the CTC head on that
+frozen encoder output drafts the transcript (:mod:`engine.ctc_draft`), and the Whisper decoder (torch, as an
+:class:`engine.lm.CausalLM`) only verifies it:
+
+1. Eq. 3 — if every frame entropy of the CTC output is < τ_CTC, the draft ŷ is final (no decoder pass);
+2. Eq. 5 — else ŷ, tokenised with the Whisper tokenizer after the prompt, is scored in ONE decoder pass and
+   accepted if p(ŷ_i | ŷ_<i, x) > τ_SLM for every token;
+3. Eq. 6 — else the longest verified prefix ŷ_<j (and its KV cache) is kept and greedy AR decoding continues
+   from it (the logits for position j come from the same verification pass).
+
+Eq. 7 is :meth:`SSDDecoder.decode`'s result. In streaming, the previous hypothesis of the same growing buffer is
+merged into the draft (it is usually a prefix of the new transcript), see :func:`merge_drafts`.
+
+Presets (paper Table 1): "high accuracy" τ_CTC = 0.7, τ_SLM = 0.2; "high RTFx" τ_CTC = 3.0, τ_SLM = 0.1.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .events import Word
+from .streaming_asr import SAMPLE_RATE, BackendResult
+
+PRESETS = {"high_accuracy": (0.7, 0.2), "high_rtfx": (3.0, 0.1)}
+
+
+@dataclass
+class SSDResult:
+    """One SSD decode.
+
+    Attributes:
+        tokens: final text tokens (Whisper vocabulary), no prompt, no EOT.
+        text: their text.
+        stage: "ctc" (Eq. 3 accepted), "verified" (Eq. 5 accepted), "fallback" (Eq. 6), or "ar" (no draft).
+        draft_tokens: ŷ tokenised; accepted: length of the accepted draft prefix (tokens).
+        n_forward: decoder forward passes; decode_s: decoder wall time (s); ctc_s: CTC head wall time (s).
+        max_entropy: max frame entropy (nats) of the CTC output.
+    """
+
+    tokens: list[int]
+    text: str
+    stage: str
+    draft_tokens: list[int] = field(default_factory=list)
+    accepted: int = 0
+    n_forward: int = 0
+    decode_s: float = 0.0
+    ctc_s: float = 0.0
+    max_entropy: float = 0.0
+    ctc_text: str = ""
+    rejoins: int = 0
+    rejoined: int = 0
+
+
+def _words(s: str) -> list[str]:
+    return s.split()
+
+
+def _nw(w: str) -> str:
+    return re.sub(r"[^a-z0-9']", "", w.lower())
+
+
+def merge_drafts(previous: str, ctc: str) -> str:
+    """The streaming draft: the previous hypothesis of this buffer followed by the CTC draft's words after the
+    point where the previous hypothesis ends (aligned on normalised words with difflib); either alone if the
+    other is empty."""
+    if not previous.strip():
+        return ctc
+    if not ctc.strip():
+        return previous
+    p, c = _words(previous), _words(ctc)
+    pn, cn = [_nw(w) for w in p], [_nw(w) for w in c]
+    blocks = [b for b in difflib.SequenceMatcher(None, pn, cn, autojunk=False).get_matching_blocks() if b.size]
+    if blocks:
+        last = blocks[-1]
+        cut = last.b + last.size + (len(pn) - (last.a + last.size))
+    else:
+        cut = len(pn)
+    return " ".join(p + c[cut:])
+
+
+class SSDDecoder:
+    """Eq. 3/5/6 over a :class:`engine.whisper_torch.TorchWhisper` decoder.
+
+    Args:
+        whisper: TorchWhisper (decoder used for verification and AR).
+        tau_ctc: τ_CTC in nats (Eq. 3); ≤ 0 disables CTC-only acceptance.
+        tau_slm: τ_SLM probability (Eq. 5); > 1 never accepts a whole draft (prefix still used).
+        max_new: token cap per window.
+        rejoin: after an Eq. 6 correction, re-join the rest of the draft and verify it in one pass (the
+            paper's footnote 1 "dynamically rejoin the CTC draft"; off = the paper's plain Eq. 6).
+    """
+
+    def __init__(self, whisper, tau_ctc: float = 0.7, tau_slm: float = 0.2, max_new: int = 224,
+                 rejoin: bool = True):
+        self.w = whisper
+        self.rejoin = rejoin
+        self.tau_ctc = float(tau_ctc)
+        self.tau_slm = float(tau_slm)
+        self.max_new = max_new
+
+    def draft_tokens(self, text: str) -> list[int]:
+        text = text.strip()
+        return self.w.fw_tokenizer.encode(" " + text) if text else []
+
+    def _row_probs(self, row: np.ndarray, first: bool) -> np.ndarray:
+        row = self.w.suppress_logits(row.astype(np.float64), first)
+        row -= row.max()
+        p = np.exp(row)
+        return p / p.sum()
+
+    def decode(self, encoder_out, prompt: list[int], draft_text: str, max_entropy: float = np.inf,
+               ctc_text: str | None = None) -> SSDResult:
+        """Eq. 7 for one window.
+
+        Args:
+            encoder_out: torch (1, 1500, d_model) encoder output.
+            prompt: decoder prompt tokens (previous-text prompt + SOT sequence).
+            draft_text: ŷ as text (the CTC draft, possibly merged with the previous hypothesis).
+            max_entropy: max CTC frame entropy (nats) of the CTC draft ``ctc_text`` (Eq. 3).
+            ctc_text: the CTC-only draft that Eq. 3 may accept (default ``draft_text``).
+        """
+        t0 = time.perf_counter()
+        ctc_text = draft_text if ctc_text is None else ctc_text
+        if ctc_text.strip() and max_entropy < self.tau_ctc:  # Eq. 3
+            toks = self.draft_tokens(ctc_text)
+            return SSDResult(toks, ctc_text.strip(), "ctc", toks, len(toks), 0, time.perf_counter() - t0,
+                             max_entropy=max_entropy, ctc_text=ctc_text)
+        draft = self.draft_tokens(draft_text)[: self.max_new]
+        lm = self.w.decoder(encoder_out)
+        eot = self.w.eot
+        rows = lm.eval(list(prompt) + draft)[len(prompt) - 1 :]  # rows[i] predicts draft[i]; rows[-1] follows ŷ
+        j = len(draft)
+        for i, tok in enumerate(draft):  # Eq. 5: p(ŷ_i | ŷ_<i, x) > τ_SLM for every i
+            if self._row_probs(rows[i].copy(), first=(i == 0))[tok] <= self.tau_slm:
+                j = i
+                break
+        if j == len(draft) and draft:
+            return SSDResult(draft, lm.detokenize(draft), "verified", draft, j, lm.n_forward,
+                             time.perf_counter() - t0, max_entropy=max_entropy, ctc_text=ctc_text)
+        # Eq. 6: keep ŷ_<j and its KV cache, continue greedy AR (row j is already computed)
+        lm.crop(len(prompt) + j)
+        out = list(draft[:j])
+        row = rows[j]
+        n_rejoin = n_rejoined = 0
+        dwords = [_nw(x) for x in draft_text.split()]
+        while len(out) < self.max_new:
+            logits = self.w.suppress_logits(row.copy(), first=not out)
+            tok = int(np.argmax(logits))
+            if tok == eot:
+                break
+            if self.rejoin and out and self.w.fw_tokenizer.decode([tok]).startswith(" "):
+                cand = self._rejoin_candidate(lm.detokenize(out), dwords, draft_text)
+                if cand and self._row_probs(row.copy(), first=False)[cand[0]] > self.tau_slm:
+                    # footnote 1: re-join the draft after the AR correction; verify its rest in one pass
+                    cand = cand[: self.max_new - len(out)]
+                    base = lm.n_past
+                    r2 = lm.eval(cand)
+                    k = 1
+                    while k < len(cand) and self._row_probs(r2[k - 1].copy(), first=False)[cand[k]] > self.tau_slm:
+                        k += 1
+                    n_rejoin += 1
+                    n_rejoined += k
+                    lm.crop(base + k)
+                    out += cand[:k]
+                    row = r2[k - 1]
+                    continue
+            out.append(tok)
+            row = lm.eval([tok])[-1]
+        return SSDResult(out, lm.detokenize(out), "fallback" if draft else "ar", draft, j, lm.n_forward,
+                         time.perf_counter() - t0, max_entropy=max_entropy, ctc_text=ctc_text,
+                         rejoins=n_rejoin, rejoined=n_rejoined)
+
+    def _rejoin_candidate(self, out_text: str, dwords: list[str], draft_text: str) -> list[int]:
+        """Tokens of the draft's words after the draft word that matches the last two complete output words
+        (searched near the same word index); [] if none."""
+        ow = [_nw(x) for x in out_text.split()]
+        if len(ow) < 1:
+            return []
+        n = len(ow)
+        raw = draft_text.split()
+        for k in sorted(range(len(dwords)), key=lambda k: abs(k - (n - 1))):
+            if abs(k - (n - 1)) > 4:
+                break
+            if dwords[k] == ow[-1] and (n < 2 or k < 1 or dwords[k - 1] == ow[-2] or len(ow[-1]) > 3):
+                return self.draft_tokens(" ".join(raw[k + 1 :])) if k + 1 < len(raw) else []
+        return []
+
+
+class WhisperSSD:
+    """Encoder (CTranslate2 via faster-whisper), CTC head and torch decoder of one Whisper model, shared by the
+    SSD backend, the AR-torch baseline and the benchmark.
+
+    Args:
+        model_dir: CTranslate2 Whisper directory (the ``asr_target`` role).
+        head_dir: trained CTC head (default ``assets/ctc_head``).
+        device: "cpu" or "cuda" (None: CUDA when available); compute_type: CTranslate2 type (int8 on CPU).
+
+    Raises:
+        FileNotFoundError: no CTC head.
+    """
+
+    def __init__(self, model_dir: str | Path, head_dir: str | Path | None = None, device: str | None = None,
+                 compute_type: str = "int8", cpu_threads: int = 0, language: str = "en"):
+        import torch
+        from faster_whisper import WhisperModel
+        from faster_whisper.tokenizer import Tokenizer
+
+        from .whisper_torch import TorchWhisper
+
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if device == "cuda" and compute_type == "int8":
+            compute_type = "float16"
+        self.device = device
+        self.fw = WhisperModel(str(model_dir), device=device, compute_type=compute_type, cpu_threads=cpu_threads)
+        self.whisper = TorchWhisper(model_dir, device=device)
+        self._head_dir = head_dir
+        self._head = None
+        self.language = language if self.fw.model.is_multilingual else None
+        self.tok = Tokenizer(self.fw.hf_tokenizer, self.fw.model.is_multilingual, task="transcribe",
+                             language=self.language)
+
+    @property
+    def head(self):
+        """The CTC head (loaded on first use; FileNotFoundError if none was trained/shipped)."""
+        if self._head is None:
+            from .ctc_draft import CTCHead
+
+            self._head = CTCHead(self._head_dir, device=self.device)
+        return self._head
+
+    def encode(self, audio: np.ndarray):
+        """float32 16 kHz (n ≤ 480000) → (CTranslate2 StorageView, torch (1, 1500, d_model) float)."""
+        import torch
+
+        audio = np.asarray(audio, np.float32)[: 30 * SAMPLE_RATE]
+        feats = self.fw.feature_extractor(audio, padding=30 * SAMPLE_RATE - len(audio))[:, :3000]
+        sv = self.fw.encode(feats)
+        if self.device == "cuda":
+            t = torch.as_tensor(sv, device="cuda").to(self.whisper.dtype)
+        else:
+            t = torch.from_numpy(np.asarray(sv)).to(self.whisper.dtype)
+        return sv, t
+
+    def prompt(self, previous_text: str = "") -> list[int]:
+        """faster-whisper's prompt: [<|startofprev|>, previous tokens (≤ 223)] + SOT sequence + <|notimestamps|>."""
+        seq: list[int] = []
+        if previous_text.strip():
+            prev = self.tok.encode(" " + previous_text.strip())
+            seq = [self.tok.sot_prev] + prev[-223:]
+        return seq + list(self.tok.sot_sequence) + [self.tok.no_timestamps]
+
+    def words(self, tokens: list[int], sv, n_samples: int) -> list[Word]:
+        """Word timestamps (s, relative to the window) by cross-attention DTW (CTranslate2 ``align``, the same
+        path faster-whisper's ``word_timestamps`` uses)."""
+        if not tokens:
+            return []
+        al = self.fw.find_alignment(self.tok, [tokens], sv, n_samples // 160)[0]
+        return [Word(float(a["start"]), float(a["end"]), a["word"]) for a in al]
+
+
+def segment_ends(words: list[Word]) -> list[float]:
+    """Sentence ends (words ending in . ? !) and the last word end, for the streaming buffer trimming."""
+    ends = [w.end for w in words if w.text.rstrip().endswith((".", "?", "!"))]
+    if words and (not ends or ends[-1] != words[-1].end):
+        ends.append(words[-1].end)
+    return ends
+
+
+class SSDBackend:
+    """Streaming ASR backend (:class:`engine.streaming_asr.ASRBackend`) decoding every re-decode with SSD.
+
+    The previous hypothesis of the same growing buffer (same first samples, longer audio) is merged into the
+    draft (:func:`merge_drafts`); Eq. 3 still looks at the CTC draft alone.
+
+    ``method`` "ssd" (default) or "ar_torch" (plain greedy on the same encoder output and decoder — the baseline).
+    """
+
+    def __init__(self, model: WhisperSSD, tau_ctc: float = 0.7, tau_slm: float = 0.2, method: str = "ssd",
+                 use_previous: bool = True, rejoin: bool = True):
+        if method not in ("ssd", "ar_torch"):
+            raise ValueError(f"SSDBackend method must be 'ssd' or 'ar_torch', not {method!r}")
+        self.m = model
+        self.name = method
+        self.decoder = SSDDecoder(model.whisper, tau_ctc, tau_slm, rejoin=rejoin)
+        self.use_previous = use_previous
+        self._prev: tuple[bytes, int, str] | None = None
+        self.counts = {"ctc": 0, "verified": 0, "fallback": 0, "ar": 0}
+
+    def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
+        audio = np.asarray(audio, np.float32)[: 30 * SAMPLE_RATE]
+        t0 = time.perf_counter()
+        sv, enc = self.m.encode(audio)
+        t_enc = time.perf_counter() - t0
+        p = self.m.prompt(prompt)
+        n_frames = int(np.ceil(len(audio) / 320))
+        if self.name == "ar_torch":
+            t1 = time.perf_counter()
+            r = self.m.whisper.greedy(enc, p)
+            res = SSDResult(r.tokens, r.text, "ar", n_forward=r.n_forward, decode_s=time.perf_counter() - t1)
+        else:
+            t1 = time.perf_counter()
+            d = self.m.head.draft(enc, n_frames)
+            ctc_s = time.perf_counter() - t1
+            key = audio[:1600].tobytes()
+            prev = ""
+            if self.use_previous and self._prev and self._prev[0] == key and self._prev[1] <= len(audio):
+                prev = self._prev[2]
+            res = self.decoder.decode(enc, p, merge_drafts(prev, d.text), d.max_entropy, d.text)
+            res.ctc_s = ctc_s
+            self._prev = (key, len(audio), res.text)
+        self.counts[res.stage] += 1
+        t2 = time.perf_counter()
+        words = self.m.words(res.tokens, sv, len(audio))
+        stats = {"tokens": len(res.tokens), "stage": res.stage, "n_forward": res.n_forward,
+                 "accepted": res.accepted, "draft_tokens": len(res.draft_tokens), "encode_s": round(t_enc, 4),
+                 "decode_s": round(res.decode_s, 4), "ctc_s": round(res.ctc_s, 4),
+                 "align_s": round(time.perf_counter() - t2, 4), "max_entropy": round(res.max_entropy, 3)}
+        return BackendResult(words, segment_ends(words), stats)
