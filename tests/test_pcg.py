@@ -1,0 +1,97 @@
+"""PCG exactness (pcg_tts.txt, Proposition): the emitted group is distributed as Q_c; the residual sampler realises
+Eq. 8. Chi-square tests on small synthetic p, q with overlapping groups."""
+
+import numpy as np
+import pytest
+
+from engine.pcg import AcousticGroups, pcg_residual, pcg_step, sd_step
+
+
+def chi2_critical(df: int, z: float = 3.29) -> float:
+    """Upper critical value of chi-square (Wilson–Hilferty), z = 3.29 ≈ p 0.0005 (one-sided)."""
+    return df * (1 - 2 / (9 * df) + z * np.sqrt(2 / (9 * df))) ** 3
+
+
+@pytest.fixture(scope="module")
+def setup():
+    rng = np.random.default_rng(0)
+    V = 12
+    emb = rng.standard_normal((V, 4))
+    G = AcousticGroups(emb, theta=0.3)
+    p = rng.dirichlet(np.ones(V) * 0.7)
+    q = rng.dirichlet(np.ones(V) * 0.7)
+    return G, p, q
+
+
+def test_groups_overlap_and_weights_split_each_token_equally(setup):
+    G, p, q = setup
+    assert any(n > 1 for n in G.N), "the test needs overlapping groups"
+    assert G.M <= G.V
+    for t in range(G.V):
+        assert t in G.groups[G.group_of_token[t]]  # G(t) ∋ t
+        assert all(t in G.groups[k] for k in G.S[t])
+    # Eq. 2/4: coarse distributions sum to one without normalisation
+    assert G.coarse_all(p).sum() == pytest.approx(1.0)
+    assert G.coarse_all(q).sum() == pytest.approx(1.0)
+
+
+def test_emitted_group_is_distributed_as_Qc(setup):
+    G, p, q = setup
+    rng = np.random.default_rng(1)
+    n = 40000
+    counts = np.zeros(G.M)
+    acc = 0
+    for _ in range(n):
+        x = int(rng.choice(G.V, p=p))
+        r = pcg_step(x, p, q, G, rng)
+        counts[r.group] += 1
+        acc += r.accepted
+        assert r.token in G.groups[r.group]
+    Qc = G.coarse_all(q)
+    exp = Qc * n
+    keep = exp > 5
+    chi2 = ((counts[keep] - exp[keep]) ** 2 / exp[keep]).sum()
+    assert chi2 < chi2_critical(int(keep.sum()) - 1), (chi2, counts, exp)
+    # group-level acceptance is at least token-level acceptance Σ min(p, q)
+    assert acc / n > np.minimum(p, q).sum() - 0.01
+
+
+def test_residual_sampler_matches_eq8(setup):
+    G, p, q = setup
+    rng = np.random.default_rng(2)
+    n = 20000
+    counts = np.zeros(G.M)
+    for _ in range(n):
+        _, K, _ = pcg_residual(p, q, G, rng)
+        counts[K] += 1
+    R = np.maximum(G.coarse_all(q) - G.coarse_all(p), 0)
+    R /= R.sum()
+    exp = R * n
+    assert counts[exp == 0].sum() == 0  # never a group with Q_c ≤ P_c
+    keep = exp > 5
+    chi2 = ((counts[keep] - exp[keep]) ** 2 / exp[keep]).sum()
+    assert chi2 < chi2_critical(max(int(keep.sum()) - 1, 1)), (chi2, counts, exp)
+
+
+def test_standard_speculative_sampling_is_exact_for_q(setup):
+    G, p, q = setup
+    rng = np.random.default_rng(3)
+    n = 30000
+    counts = np.zeros(G.V)
+    for _ in range(n):
+        x = int(rng.choice(G.V, p=p))
+        counts[sd_step(x, p, q, rng).token] += 1
+    exp = q * n
+    keep = exp > 5
+    chi2 = ((counts[keep] - exp[keep]) ** 2 / exp[keep]).sum()
+    assert chi2 < chi2_critical(int(keep.sum()) - 1)
+
+
+def test_groups_are_cached_on_disk(tmp_path):
+    emb = np.random.default_rng(4).standard_normal((20, 3))
+    a = AcousticGroups.cached(emb, 0.4, tmp_path)
+    b = AcousticGroups.cached(emb, 0.4, tmp_path)
+    assert len(list(tmp_path.glob("asg_*.pkl"))) == 1
+    assert [list(g) for g in a.groups] == [list(g) for g in b.groups]
+    c = AcousticGroups.cached(emb, 0.8, tmp_path)  # θ is part of the key
+    assert len(list(tmp_path.glob("asg_*.pkl"))) == 2 and c.M >= a.M
