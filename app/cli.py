@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     src_args(c, audio_required=False)
     c.add_argument("--to", default="de", help="target language code or name (default: de)")
     b = sub.add_parser("bench", help="benchmarks (method vs its AR baseline, JSON out)")
-    b.add_argument("which", choices=["asr", "predgen", "ssbd", "partial-streams"])
+    b.add_argument("which", choices=["asr", "tts", "predgen", "ssbd", "partial-streams"])
     b.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (see --help after its name)")
     sub.add_parser("app", help="the desktop app (Qt)")
     m = sub.add_parser("models", parents=[common], help="resolve, join and verify every model role")
@@ -200,7 +200,11 @@ def _asr_report(st, cfg) -> dict:
 
 def cmd_transcribe(args, cfg, rt, printer) -> dict:
     st = _run_transcriber(args, cfg, rt, lambda ev: None, printer)
-    return {"asr": _asr_report(st, cfg)}
+    rep = _asr_report(st, cfg)
+    counts = getattr(rt.asr_backend(), "counts", None)
+    if counts is not None:  # SSD: how each re-decode ended (Eq. 3 ctc / Eq. 5 verified / Eq. 6 fallback)
+        rep["ssd_stages"] = dict(counts)
+    return {"asr": rep}
 
 
 def build_assistant(cfg, rt, emit):
@@ -458,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "bench":
         if args.which == "asr":
             from bench.asr_bench import main as bench_main
+        elif args.which == "tts":
+            from bench.tts_bench import main as bench_main
         elif args.which == "predgen":
             from bench.predgen_bench import main as bench_main
         elif args.which == "ssbd":

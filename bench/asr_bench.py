@@ -59,6 +59,20 @@ def inputs_from(files: list[str], refs_file: str | None) -> list[tuple[Path, str
     return out
 
 
+def spec_summary(ms: list[dict], audio_s: float) -> dict:
+    """The paper's Table II per 10 s of audio, and per-round counters."""
+    per10 = 10.0 / audio_s
+    rounds = sum(x["rounds"] for x in ms)
+    return {"draft_ms_per_10s": round(1000 * per10 * sum(x["draft_s"] for x in ms), 1),
+            "target_ms_per_10s": round(1000 * per10 * sum(x["target_s"] for x in ms), 1),
+            "total_ms_per_10s": round(1000 * per10 * sum(x["decode_s"] for x in ms), 1),
+            "rounds": rounds, "draft_steps": sum(x["draft_steps"] for x in ms),
+            "avg_draft_steps_per_round": round(sum(x["draft_steps"] for x in ms) / max(rounds, 1), 2),
+            "predicted_per_round": round(sum(x["predicted"] for x in ms) / max(rounds, 1), 2),
+            "accepted_per_round": round(sum(x["accepted"] for x in ms) / max(rounds, 1), 2),
+            "merges": sum(x["merges"] for x in ms)}
+
+
 def _normalizer():
     from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
@@ -70,7 +84,8 @@ def main(argv=None) -> int:
     ap.add_argument("files", nargs="*", help="WAV/FLAC files (default: held-out synthetic set + jfk.flac)")
     ap.add_argument("--refs", help="JSON {file name: reference text}")
     ap.add_argument("--methods", default=",".join(DEFAULT_METHODS),
-                    help="comma list of: ar, " + ", ".join(SSD_METHODS) + ", and SpecASR's "
+                    help="comma list of: ar (torch greedy, the baseline), ar_ct2 (faster-whisper's decoder), "
+                         + ", ".join(SSD_METHODS) + ", and SpecASR's "
                          "sd8, sd16, sd8x2, adaptive, recycling, tree, adaptive_ctc")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N inputs")
     ap.add_argument("--out", default="out/bench_asr.json")
@@ -91,7 +106,7 @@ def main(argv=None) -> int:
     rt = Runtime(load_config(), progress=True)
     ws = rt.whisper_ssd()
     spec = None
-    spec_methods = [m for m in methods if m not in SSD_METHODS and m != "ar"]
+    spec_methods = [m for m in methods if m not in SSD_METHODS and m not in ("ar", "ar_ct2")]
     if spec_methods:
         from engine.specasr import SpecASR, SPEC_METHODS
 
@@ -112,7 +127,14 @@ def main(argv=None) -> int:
         row = {"file": path.name, "audio_s": len(audio) / 16000, "ref": ref, "encode_s": enc_s, "m": {}}
         ctc = None
         for m in methods:
-            if m == "ar":
+            if m == "ar_ct2":
+                # faster-whisper's own int8 CTranslate2 greedy decoder on the same encoder output (reference)
+                t1 = time.perf_counter()
+                g = ws.fw.model.generate(sv, [prompt], beam_size=1, max_length=448)[0]
+                toks = [t for t in g.sequences_ids[0] if t < ws.whisper.eot]
+                row["m"][m] = {"text": ws.whisper.fw_tokenizer.decode(toks), "tokens": toks, "stage": "ar",
+                               "n_forward": len(toks) + 1, "decode_s": time.perf_counter() - t1, "draft_s": 0.0}
+            elif m == "ar":
                 t1 = time.perf_counter()
                 r = ws.whisper.greedy(enc, prompt)
                 row["m"][m] = {"text": r.text, "tokens": r.tokens, "stage": "ar", "n_forward": r.n_forward,
@@ -163,8 +185,8 @@ def main(argv=None) -> int:
             s["mean_draft_len"] = round(statistics.mean(x["draft_len"] for x in ms), 2)
             s["rejoins"] = sum(x["rejoins"] for x in ms)
             s["rejoined_tokens"] = sum(x["rejoined"] for x in ms)
-        if m not in SSD_METHODS and m != "ar":
-            s.update(spec.summarize(ms, audio_s))
+        if m in spec_methods:
+            s.update(spec_summary(ms, audio_s))
         summary[m] = s
     if "ar" in summary:
         for m, s in summary.items():

@@ -115,11 +115,14 @@ class CaptionConfig:
 
 @dataclass(frozen=True)
 class TtsConfig:
-    engine: str = "piper"
+    engine: str = "piper"  # "piper" or "codec" (the AR codec-token TTS, assets/codec_tts)
     length_scale: float = 1.0
+    # codec TTS sampler: "pcg" (pcg_tts.txt Algorithm 1), "sd", "ssd" (constant bias 0.3) or "ar"
+    codec_method: str = "pcg"
     # PCG (pcg_tts.txt Eq. 1, Algorithm 1)
     theta: float = 0.42
     lookahead: int = 3
+    temperature: float = 0.8
 
 
 @dataclass(frozen=True)
@@ -273,7 +276,12 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "caption.display_only_mask": ("Display-only mask-k", "On: keep the last k tokens in the draft but hide them "
                                   "on screen (SSBD's proposal). Off: trim them from the draft (classic mask-k)."),
     "caption.target_language": ("Target language", "Language of the live translation."),
-    "tts.engine": ("TTS engine", "piper = the Piper voice. The PCG codec TTS appears here when available."),
+    "tts.engine": ("TTS engine", "piper = the Piper voice (default); codec = the autoregressive codec-token TTS "
+                   "trained here (assets/codec_tts), sampled with the codec method below."),
+    "tts.codec_method": ("Codec TTS sampler", "pcg = speculative sampling with Principled Coarse-Graining "
+                         "(pcg_tts.txt Algorithm 1); sd = standard speculative sampling; ssd = constant-bias "
+                         "relaxation (0.3); ar = target only."),
+    "tts.temperature": ("Codec TTS temperature", "Sampling temperature of the codec TTS (paper: 0.8)."),
     "tts.length_scale": ("Speech rate (length scale)", "Piper phoneme duration scale (> 1 slower)."),
     "tts.theta": ("PCG θ", "PCG Eq. 1: cosine-similarity threshold of acoustic similarity groups "
                   "(pcg_tts.txt; best 0.38–0.45). Used by the PCG codec TTS."),
@@ -294,7 +302,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "llm.answer_method": ("predgen", "cascade"),
     "llm.predgen_verifier": ("greedy", "top_k", "reflection", "biased"),
     "caption.method": ("ssbd", "ar"),
-    "tts.engine": ("piper",),
+    "tts.engine": ("piper", "codec"),
+    "tts.codec_method": ("pcg", "sd", "ssd", "ar"),
 }
 
 RANGES: dict[str, tuple[float, float]] = {
@@ -303,7 +312,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "asr.tau_slm": (0.0, 1.0), "asr.specasr_threshold": (0.0, 1.0), "asr.specasr_max_draft": (1, 64),
     "llm.predgen_top_k": (1, 50), "llm.predgen_tokens_per_update": (1, 64), "llm.predgen_speculation_threads": (0, 64),
     "llm.max_answer_tokens": (8, 2048), "caption.beta": (0.0, 1.0), "caption.mask_k": (0, 20),
-    "tts.length_scale": (0.5, 2.0), "tts.theta": (0.0, 1.0), "tts.lookahead": (1, 16),
+    "tts.length_scale": (0.5, 2.0), "tts.theta": (0.0, 1.0), "tts.lookahead": (1, 16), "tts.temperature": (0.1, 2.0),
 }
 
 

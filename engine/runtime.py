@@ -123,6 +123,19 @@ class Runtime:
         return self._get(f"llm:{role}:{instance}", build)
 
     def tts(self):
+        """The answer voice: Piper (``tts.engine = "piper"``) or the codec TTS (``"codec"``)."""
+        t = self.cfg.tts
+        if t.engine == "codec":
+            def build_codec():
+                from tts.codec_lm import CodecTTS
+
+                return CodecTTS(method=t.codec_method, theta=t.theta, lookahead=t.lookahead,
+                                temperature=t.temperature, cache_dir=self.cfg.cache_dir())
+
+            return self._get(f"tts:codec:{t.codec_method}:{t.theta}:{t.lookahead}:{t.temperature}", build_codec)
+        if t.engine != "piper":
+            raise ValueError(f"unknown TTS engine {t.engine!r} (piper, codec)")
+
         def build():
             from tts.piper_tts import PiperTTS
 

@@ -342,7 +342,7 @@ class SpecASR:
                 branch += more
                 text = self.d.fw_tokenizer.decode(trunk[:pos] + branch)
                 if stop.merged is not None:  # re-joined the trunk: reuse its rest (recycling)
-                    text = " ".join(text.split() + trunk_words[stop.merged + 1 :])
+                    text = text.rstrip() + " " + " ".join(trunk_words[stop.merged + 1 :])
                     st.merges += 1
                 seqs.append(self._to_target(text))
                 flags.append(beot if stop.merged is None else eot)
@@ -368,7 +368,7 @@ class SpecASR:
         toks, eot = draft.greedy(k, thr, stop=stop)
         text = self.d.fw_tokenizer.decode(toks)
         if stop is not None and stop.merged is not None:
-            text = " ".join(text.split() + seq1_words[n_acc_words + stop.merged + 1 :])
+            text = text.rstrip() + " " + " ".join(seq1_words[n_acc_words + stop.merged + 1 :])
             st.merges += 1
             eot = False
         return [self._to_target(text)], [eot]

@@ -262,8 +262,12 @@ class WhisperSSD:
         path faster-whisper's ``word_timestamps`` uses)."""
         if not tokens:
             return []
+        from faster_whisper.transcribe import merge_punctuations
+
         al = self.fw.find_alignment(self.tok, [tokens], sv, n_samples // 160)[0]
-        return [Word(float(a["start"]), float(a["end"]), a["word"]) for a in al]
+        # as faster-whisper's word_timestamps: punctuation joins its word (no "." word with its own time)
+        merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
+        return [Word(float(a["start"]), float(a["end"]), a["word"]) for a in al if a["word"]]
 
 
 def segment_ends(words: list[Word]) -> list[float]:

@@ -365,7 +365,56 @@ def evaluate() -> dict:
            "rows": rows}
     (CACHE / "eval.json").write_text(json.dumps(out, indent=1))
     print(json.dumps({k: v for k, v in out.items() if k != "rows"}, indent=1))
+    write_card(out)
     return out
+
+
+def write_card(ev: dict) -> None:
+    from engine.ctc_draft import ASSET_DIR
+
+    cfg = json.loads((ASSET_DIR / "config.json").read_text())
+    shards = sorted(CACHE.glob("shard_*.npz"))
+    n_utt = minutes = 0.0
+    if shards:
+        for p in shards:
+            z = np.load(p)
+            minutes += int(z["n_frames"]) * 0.02 / 60
+    h, j = ev["heldout_synthetic"], ev["jfk"]
+    card = f"""# CTC draft head on the frozen Whisper-base encoder
+
+Self-speculative draft for `engine/ssd_asr.py` (ctc_self_speculative_asr.txt). Made by
+`python -m engine.training.ctc_head all` (data → train → eval), seeded, on a 2-core CPU.
+
+* **Input**: Whisper-base encoder output (CTranslate2 int8, as the streaming ASR computes it), 1500 × 512 per
+  30 s window, 20 ms per frame. The encoder is frozen (never updated), so the draft shares the target's encoder.
+* **Architecture**: LayerNorm → Linear(512→{cfg['arch']['channels']}) → {cfg['arch']['blocks']} residual blocks
+  (LayerNorm, Conv1d k={cfg['arch']['kernel']}, GELU, dropout {cfg['arch']['dropout']}) → Linear(→96):
+  printable ASCII (case, digits, punctuation) + blank. fp16 weights, {(ASSET_DIR / 'head.safetensors').stat().st_size / 1e6:.1f} MB.
+* **Data**: {len(shards)} windows ({minutes:.0f} min) of synthetic speech packed several utterances per 30 s
+  window: Piper en_US-joe-medium (length/noise scales varied) and espeak-ng (12 English voices/variants, rate
+  120–200, pitch 25–75), speed perturbation on 30 % of utterances, room response on 30 % and noise (10–30 dB
+  SNR) on 70 % of windows. Text: Multi30k train, MT-Bench, GSM8K test 0–999. {cfg['train_windows']} windows
+  trained, {cfg['val_windows']} validation; windows whose Whisper label was > 0.4 CER from the text dropped.
+* **Targets**: Whisper-base's own greedy transcripts of each window (self-distillation: the head learns to say
+  what the verifier would say).
+* **Training**: CTC loss, AdamW (lr {cfg['lr']}, one-cycle), batch {cfg['batch']}, {cfg['epochs']} epochs, time masking on
+  encoder frames; {cfg['train_seconds']} s on 2 cores. Validation CER vs the Whisper labels: {cfg['val_cer']:.3f}.
+
+## Accuracy of the draft alone (Whisper English normalisation)
+
+| set | CTC head CER | CTC head WER | Whisper-base greedy CER | WER |
+|---|---|---|---|---|
+| held-out synthetic ({h['n']} utterances, bench/data/heldout_speech, text never trained on) | {h['ctc']['cer']:.3f} | {h['ctc']['wer']:.3f} | {h['whisper_base']['cer']:.3f} | {h['whisper_base']['wer']:.3f} |
+| jfk.flac (real speech) | {j['ctc']['cer']:.3f} | {j['ctc']['wer']:.3f} | {j['whisper_base']['cer']:.3f} | {j['whisper_base']['wer']:.3f} |
+
+jfk draft: "{j['ctc_text']}"
+
+## Limits
+Trained on one hour-scale of synthetic speech only: it is data-limited (../shared/notes/ctc_head_experiment.md
+measured the same). Real speech, pseudo-labelled by Whisper itself, is what would improve it most — on a user's
+machine the final transcripts of their own speech are exactly such labels.
+"""
+    (ASSET_DIR / "card.md").write_text(card)
 
 
 def main(argv=None) -> int:

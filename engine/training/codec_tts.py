@@ -1,0 +1,253 @@
+"""Train the codec-token TTS end to end on a 2-core CPU (pcg_tts.txt needs an AR codec-token TTS; none can be had
+offline, so it is built here from the Piper voice as the teacher).
+
+    python -m engine.training.codec_tts data    # Piper speech + phoneme alignments for N sentences (≈ 6 min)
+    python -m engine.training.codec_tts codec   # k-means codebook (512 codes, 50 tokens/s) (≈ 1 min)
+    python -m engine.training.codec_tts lm      # duration model + AR target (6 layers) (≈ 15 min)
+    python -m engine.training.codec_tts draft   # draft = target's first layer + its own head, distilled (≈ 3 min)
+    python -m engine.training.codec_tts all
+
+Data: sentences from Multi30k train, MT-Bench and GSM8K (the CTC head's training text, engine.training.ctc_head),
+synthesised by Piper (en_US-joe-medium) with its phoneme/sample alignments, resampled to 16 kHz. Held out: the
+CTC head's held-out sentences (Multi30k test 2017, GSM8K 1200+), never trained on.
+Outputs go to assets/codec_tts/ (codec.npz, lm.safetensors, config.json, card.md); cached data to
+$SPECVOICE_CACHE/codec_tts_data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("SPECVOICE_CACHE", Path.home() / ".cache" / "specvoice")) / "codec_tts_data"
+ASSET = ROOT / "assets" / "codec_tts"
+
+
+def make_data(n: int, seed: int = 0) -> None:
+    """Piper speech for ``n`` training sentences: 16 kHz audio, phoneme ids, samples per id (22.05 kHz)."""
+    from audio.io import resample
+    from engine.config import load_config
+    from engine.models import resolve
+    from engine.training.ctc_head import load_texts
+    from piper import PiperVoice
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    m = resolve("tts_voice", load_config())
+    voice = PiperVoice.load(str(m.path), config_path=str(m.config) if m.config else None, include_alignments=True)
+    rate = int(voice.config.sample_rate)
+    train, _ = load_texts()
+    rng = random.Random(seed)
+    sents = [s for s in train if 4 <= len(s.split()) <= 16]
+    rng.shuffle(sents)
+    items = []
+    t0 = time.time()
+    for i, s in enumerate(sents[:n]):
+        for c in voice.synthesize(s, include_alignments=True):
+            if c.phoneme_id_samples is None or len(c.phoneme_id_samples) != len(c.phoneme_ids):
+                continue
+            items.append({"text": s, "ids": np.asarray(c.phoneme_ids, np.int16),
+                          "samples": np.asarray(c.phoneme_id_samples, np.int32),
+                          "audio": resample(c.audio_float_array, rate, 16000).astype(np.float32)})
+        if i % 50 == 0:
+            print(f"{i}/{n} sentences, {time.time() - t0:.0f} s", flush=True)
+    import pickle
+
+    (CACHE / "data.pkl").write_bytes(pickle.dumps({"rate": rate, "items": items}))
+    print(f"{len(items)} utterances, {sum(len(x['audio']) for x in items) / 16000 / 60:.1f} min", flush=True)
+
+
+def load_data():
+    import pickle
+
+    return pickle.loads((CACHE / "data.pkl").read_bytes())
+
+
+def fit_codec(K: int = 512) -> None:
+    from tts.codec import SpectralCodec, log_magnitude
+
+    d = load_data()
+    ASSET.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    codec = SpectralCodec.fit([log_magnitude(x["audio"]) for x in d["items"]], K=K, iters=20)
+    codec.save(ASSET / "codec.npz")
+    print(f"codec: {K} codes, {time.time() - t0:.0f} s", flush=True)
+
+
+def sequences():
+    """Per utterance: codes (T,), frame conditioning (T, 4) and the per-id durations in frames."""
+    from tts.codec import SpectralCodec
+    from tts.codec_lm import frame_conditioning, frames_per_id
+
+    d = load_data()
+    codec = SpectralCodec.load(ASSET / "codec.npz")
+    out = []
+    for x in d["items"]:
+        codes = codec.encode(x["audio"])
+        dur = frames_per_id(x["samples"], d["rate"], len(codes))
+        out.append({"codes": codes, "cond": frame_conditioning(x["ids"], dur), "ids": x["ids"].astype(np.int64),
+                    "dur": dur, "text": x["text"]})
+    return out
+
+
+def train_lm(epochs: int, seed: int = 0) -> None:
+    import torch
+
+    from tts.codec_lm import ARCH, CodecLM, DurationModel
+
+    torch.manual_seed(seed)
+    seqs = sequences()
+    n_val = max(4, len(seqs) // 25)
+    val, tr = seqs[:n_val], seqs[n_val:]
+    # ---- duration model (phoneme ids → frames per id)
+    dm = DurationModel()
+    opt = torch.optim.AdamW(dm.parameters(), lr=3e-3)
+    for ep in range(60):
+        tot = 0.0
+        for s in tr:
+            pred = dm(torch.from_numpy(s["ids"])[None])[0]
+            loss = torch.nn.functional.mse_loss(pred, torch.log1p(torch.from_numpy(s["dur"]).float()))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            tot += float(loss)
+        if ep % 20 == 19:
+            print(f"duration epoch {ep + 1}: loss {tot / len(tr):.3f}", flush=True)
+    # ---- AR target
+    lm = CodecLM(**ARCH)
+    print(f"target: {sum(p.numel() for p in lm.parameters()) / 1e6:.2f} M params, {len(tr)} utterances, "
+          f"{sum(len(s['codes']) for s in tr)} frames", flush=True)
+    opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, weight_decay=0.01)
+    batch = 8
+    steps = epochs * ((len(tr) + batch - 1) // batch)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, total_steps=steps, pct_start=0.1)
+    t0 = time.time()
+    for ep in range(epochs):
+        lm.train()
+        random.Random(seed + ep).shuffle(tr)
+        tot, n = 0.0, 0
+        for b in range(0, len(tr), batch):
+            x, c, y, mask = _batch(tr[b : b + batch], lm.bos)
+            logits = lm(x, c)
+            loss = (torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none") * mask).sum() / mask.sum()
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            tot += float(loss)
+            n += 1
+        vl = _val_loss(lm, val)
+        print(f"target epoch {ep + 1}/{epochs}: train {tot / n:.3f}, val {vl:.3f}, {time.time() - t0:.0f} s", flush=True)
+    from safetensors.torch import save_file
+
+    ASSET.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.half().contiguous() for k, v in lm.state_dict().items()}, str(ASSET / "lm.safetensors"))
+    save_file({k: v.contiguous() for k, v in dm.state_dict().items()}, str(ASSET / "duration.safetensors"))
+    info = {"arch": ARCH, "epochs": epochs, "train_utterances": len(tr), "val_loss": vl,
+            "train_frames": int(sum(len(s["codes"]) for s in tr)), "train_s": round(time.time() - t0)}
+    (ASSET / "config.json").write_text(json.dumps(info, indent=1))
+
+
+def _batch(items, bos: int):
+    import torch
+
+    T = max(len(s["codes"]) for s in items)
+    B = len(items)
+    x = torch.full((B, T), bos, dtype=torch.long)
+    y = torch.zeros((B, T), dtype=torch.long)
+    c = torch.zeros((B, T, 4), dtype=torch.long)
+    mask = torch.zeros((B, T))
+    for i, s in enumerate(items):
+        n = len(s["codes"])
+        codes = torch.from_numpy(s["codes"])
+        y[i, :n] = codes
+        x[i, 1:n] = codes[:-1]
+        c[i, :n] = torch.from_numpy(s["cond"])
+        mask[i, :n] = 1
+    return x, c, y, mask
+
+
+def _val_loss(lm, val) -> float:
+    import torch
+
+    lm.eval()
+    with torch.no_grad():
+        x, c, y, mask = _batch(val, lm.bos)
+        logits = lm(x, c)
+        return float((torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none") * mask).sum()
+                     / mask.sum())
+
+
+def train_draft(epochs: int, seed: int = 0) -> None:
+    """Draft = the target's first ``draft_layers`` layers (frozen, shared) + its own norm and head, distilled
+    from the target's distribution (KL), as the paper's draft is a layer subset of the target."""
+    import torch
+
+    from tts.codec_lm import load_lm
+
+    torch.manual_seed(seed)
+    seqs = sequences()
+    n_val = max(4, len(seqs) // 25)
+    val, tr = seqs[:n_val], seqs[n_val:]
+    lm = load_lm(ASSET, dtype=torch.float32)
+    for p in lm.parameters():
+        p.requires_grad_(False)
+    params = list(lm.draft_norm.parameters()) + list(lm.draft_head.parameters())
+    for p in params:
+        p.requires_grad_(True)
+    opt = torch.optim.AdamW(params, lr=2e-3)
+    batch = 8
+    t0 = time.time()
+    for ep in range(epochs):
+        random.Random(seed + ep).shuffle(tr)
+        tot, n = 0.0, 0
+        for b in range(0, len(tr), batch):
+            x, c, y, mask = _batch(tr[b : b + batch], lm.bos)
+            with torch.no_grad():
+                q = torch.log_softmax(lm(x, c) / 0.8, -1)
+            p = torch.log_softmax(lm(x, c, draft=True) / 0.8, -1)
+            kl = (torch.exp(q) * (q - p)).sum(-1)
+            loss = (kl * mask).sum() / mask.sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            tot += float(loss)
+            n += 1
+        print(f"draft epoch {ep + 1}/{epochs}: KL {tot / n:.3f}, {time.time() - t0:.0f} s", flush=True)
+    from safetensors.torch import save_file
+
+    save_file({k: v.half().contiguous() for k, v in lm.state_dict().items()}, str(ASSET / "lm.safetensors"))
+    info = json.loads((ASSET / "config.json").read_text())
+    info.update(draft_epochs=epochs, draft_kl=tot / n)
+    (ASSET / "config.json").write_text(json.dumps(info, indent=1))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m engine.training.codec_tts")
+    ap.add_argument("stage", choices=["data", "codec", "lm", "draft", "all"])
+    ap.add_argument("--sentences", type=int, default=600)
+    ap.add_argument("--epochs", type=int, default=12)
+    ap.add_argument("--draft-epochs", type=int, default=4)
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    if a.stage in ("data", "all"):
+        make_data(a.sentences)
+    if a.stage in ("codec", "all"):
+        fit_codec()
+    if a.stage in ("lm", "all"):
+        train_lm(a.epochs)
+    if a.stage in ("draft", "all"):
+        train_draft(a.draft_epochs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
