@@ -198,8 +198,9 @@ class SpecASR:
         return self.t.fw_tokenizer.encode(text) if text else []
 
     def decode(self, audio: np.ndarray, enc, prompt: list[int], method: str, draft_prompt: list[int] | None = None,
-               max_new: int = 224) -> dict:
-        """Decode one window. ``enc``: target encoder output (1, 1500, d); ``prompt``: target prompt tokens.
+               max_new: int = 224, draft_enc: tuple | None = None) -> dict:
+        """Decode one window. ``enc``: target encoder output (1, 1500, d); ``prompt``: target prompt tokens;
+        ``draft_enc``: (draft encoder output, its seconds) when already computed — its time still counts as draft.
         Returns a dict: tokens, text, stage, n_forward, decode_s, draft_s, target_s, rounds, draft_steps,
         predicted, accepted, merges."""
         cfg = SPEC_METHODS[method]
@@ -217,6 +218,7 @@ class SpecASR:
         pending: int | None = None  # accepted target token not yet in the target KV cache
         draft = None
         ctc_words: list[str] = []
+        draft_encode_s = 0.0
         if cfg.get("ctc"):
             if self.ctc_head is None:
                 raise ValueError("ctc_draft needs a CTC head")
@@ -225,10 +227,14 @@ class SpecASR:
             ctc_words = ctc_text.split()
             st.draft_s += time.perf_counter() - t0
         else:
-            t0 = time.perf_counter()
-            denc = self.d_enc(audio)
+            if draft_enc is not None:  # (encoder output, seconds it took) computed once for several methods
+                denc, st.draft_s = draft_enc
+            else:
+                t0 = time.perf_counter()
+                denc = self.d_enc(audio)
+                st.draft_s += time.perf_counter() - t0
+            draft_encode_s = st.draft_s
             draft = _Draft(self.d, denc, draft_prompt or self.d.prompt(), st)
-            st.draft_s += time.perf_counter() - t0
         seq1_words: list[str] = []  # rejected draft words kept for recycling (absolute word positions)
         done = False
         while not done and len(out) + (pending is not None) < max_new:
@@ -300,9 +306,9 @@ class SpecASR:
         if pending is not None and len(out) < max_new:
             out.append(pending)
         text = self.t.fw_tokenizer.decode(out)
-        dec = time.perf_counter() - t_start
+        dec = time.perf_counter() - t_start + (draft_enc[1] if draft_enc is not None else 0.0)
         return {"tokens": out, "text": text, "stage": method, "n_forward": st.n_forward, "decode_s": dec,
-                "draft_s": st.draft_s, "target_s": st.target_s, "rounds": st.rounds, "draft_steps": st.draft_steps,
+                "draft_s": st.draft_s, "draft_encode_s": draft_encode_s, "target_s": st.target_s, "rounds": st.rounds, "draft_steps": st.draft_steps,
                 "predicted": st.predicted, "accepted": st.accepted, "merges": st.merges}
 
     def _ctc_proposal(self, acc_text: str, ctc_words: list[str], k: int) -> list[int]:

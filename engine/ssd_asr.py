@@ -39,7 +39,8 @@ class SSDResult:
     Attributes:
         tokens: final text tokens (Whisper vocabulary), no prompt, no EOT.
         text: their text.
-        stage: "ctc" (Eq. 3 accepted), "verified" (Eq. 5 accepted), "fallback" (Eq. 6), or "ar" (no draft).
+        stage: "ctc" (Eq. 3 accepted), "verified" (Eq. 5: every draft token accepted; decoding continues after
+            ŷ only if the decoder would not end there), "fallback" (Eq. 6), or "ar" (no draft).
         draft_tokens: ŷ tokenised; accepted: length of the accepted draft prefix (tokens).
         n_forward: decoder forward passes; decode_s: decoder wall time (s); ctc_s: CTC head wall time (s).
         max_entropy: max frame entropy (nats) of the CTC output.
@@ -142,10 +143,12 @@ class SSDDecoder:
             if self._row_probs(rows[i].copy(), first=(i == 0))[tok] <= self.tau_slm:
                 j = i
                 break
-        if j == len(draft) and draft:
+        end_ok = bool(draft) and int(np.argmax(self.w.suppress_logits(rows[len(draft)].copy(), False))) == eot
+        if j == len(draft) and draft and end_ok:
             return SSDResult(draft, lm.detokenize(draft), "verified", draft, j, lm.n_forward,
                              time.perf_counter() - t0, max_entropy=max_entropy, ctc_text=ctc_text)
-        # Eq. 6: keep ŷ_<j and its KV cache, continue greedy AR (row j is already computed)
+        # Eq. 6: keep ŷ_<j and its KV cache, continue greedy AR (row j is already computed). A fully verified
+        # draft the decoder would not end (a streaming prefix: the previous hypothesis) is continued the same way.
         lm.crop(len(prompt) + j)
         out = list(draft[:j])
         row = rows[j]
@@ -174,7 +177,8 @@ class SSDDecoder:
                     continue
             out.append(tok)
             row = lm.eval([tok])[-1]
-        return SSDResult(out, lm.detokenize(out), "fallback" if draft else "ar", draft, j, lm.n_forward,
+        stage = "ar" if not draft else ("verified" if j == len(draft) else "fallback")
+        return SSDResult(out, lm.detokenize(out), stage, draft, j, lm.n_forward,
                          time.perf_counter() - t0, max_entropy=max_entropy, ctc_text=ctc_text,
                          rejoins=n_rejoin, rejoined=n_rejoined)
 

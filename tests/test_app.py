@@ -205,8 +205,9 @@ def test_push_to_talk_and_clean_shutdown(qtbot, window):
 
     w = window
     w.ctl.apply_config(w.ctl.cfg.with_overrides({"llm": {"answer_method": "cascade", "max_answer_tokens": 8}}))
-    finals = []
+    finals, errors = [], []
     w.ctl.final.connect(lambda u, t, a, b: finals.append(t))
+    w.ctl.error.connect(errors.append)
     w.add_file_input(str(QUESTION))
     w.setFocus()
     qtbot.waitUntil(lambda: w.ctl.loaded, timeout=120_000)
@@ -214,7 +215,7 @@ def test_push_to_talk_and_clean_shutdown(qtbot, window):
         w.keyPressEvent(QKeyEvent(QEvent.KeyPress, Qt.Key_Space, Qt.NoModifier))  # Space down: talk
         qtbot.wait(3500)  # "speak" for 3.5 s of the file
         w.keyReleaseEvent(QKeyEvent(QEvent.KeyRelease, Qt.Key_Space, Qt.NoModifier))  # Space up
-    assert finals and "work from home" in finals[0].lower()
+    assert finals and "work from home" in finals[0].lower(), (finals, errors)
     assert "focused" not in finals[0].lower()  # released before the end of the question
     w.close()
     names = {t.name for t in threading.enumerate() if t.is_alive()}

@@ -106,20 +106,30 @@ def train_lm(epochs: int, seed: int = 0) -> None:
     seqs = sequences()
     n_val = max(4, len(seqs) // 25)
     val, tr = seqs[:n_val], seqs[n_val:]
-    # ---- duration model (phoneme ids → frames per id)
+    # ---- duration model (phoneme ids → frames per id), padded batches of 16
     dm = DurationModel()
     opt = torch.optim.AdamW(dm.parameters(), lr=3e-3)
-    for ep in range(60):
-        tot = 0.0
-        for s in tr:
-            pred = dm(torch.from_numpy(s["ids"])[None])[0]
-            loss = torch.nn.functional.mse_loss(pred, torch.log1p(torch.from_numpy(s["dur"]).float()))
+    for ep in range(30):
+        random.Random(seed + 100 + ep).shuffle(tr)
+        tot, nb = 0.0, 0
+        for b in range(0, len(tr), 16):
+            items = tr[b : b + 16]
+            L = max(len(s["ids"]) for s in items)
+            ids = torch.zeros(len(items), L, dtype=torch.long)
+            dur = torch.zeros(len(items), L)
+            m = torch.zeros(len(items), L)
+            for i, s in enumerate(items):
+                ids[i, : len(s["ids"])] = torch.from_numpy(s["ids"])
+                dur[i, : len(s["dur"])] = torch.log1p(torch.from_numpy(s["dur"]).float())
+                m[i, : len(s["ids"])] = 1
+            loss = (((dm(ids) - dur) ** 2) * m).sum() / m.sum()
             opt.zero_grad()
             loss.backward()
             opt.step()
-            tot += float(loss)
-        if ep % 20 == 19:
-            print(f"duration epoch {ep + 1}: loss {tot / len(tr):.3f}", flush=True)
+            tot += loss.item()
+            nb += 1
+        if ep % 10 == 9:
+            print(f"duration epoch {ep + 1}: loss {tot / nb:.3f}", flush=True)
     # ---- AR target
     lm = CodecLM(**ARCH)
     print(f"target: {sum(p.numel() for p in lm.parameters()) / 1e6:.2f} M params, {len(tr)} utterances, "
@@ -142,7 +152,7 @@ def train_lm(epochs: int, seed: int = 0) -> None:
             torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
             opt.step()
             sched.step()
-            tot += float(loss)
+            tot += loss.item()
             n += 1
         vl = _val_loss(lm, val)
         print(f"target epoch {ep + 1}/{epochs}: train {tot / n:.3f}, val {vl:.3f}, {time.time() - t0:.0f} s", flush=True)
@@ -219,7 +229,7 @@ def train_draft(epochs: int, seed: int = 0) -> None:
             opt.zero_grad()
             loss.backward()
             opt.step()
-            tot += float(loss)
+            tot += loss.item()
             n += 1
         print(f"draft epoch {ep + 1}/{epochs}: KL {tot / n:.3f}, {time.time() - t0:.0f} s", flush=True)
     from safetensors.torch import save_file
