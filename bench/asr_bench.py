@@ -78,6 +78,63 @@ def spec_summary(ms: list[dict], audio_s: float) -> dict:
             "merges": sum(x["merges"] for x in ms)}
 
 
+def streaming(a) -> int:
+    """Live-path comparison: each input is re-decoded as it grows (1 s steps, then the whole), the way the
+    streaming ASR does, by faster-whisper's AR backend and by the SSD CTranslate2 backend (whose draft is the CTC
+    head merged with the previous hypothesis). Decode time = backend time minus the encoder."""
+    import time as _t
+
+    from audio.io import load_audio
+    from engine.config import load_config
+    from engine.runtime import Runtime
+    from engine.ssd_asr import SSDCT2Backend
+    from engine.streaming_asr import FasterWhisperBackend
+
+    rt = Runtime(load_config(), progress=True)
+    ws = rt.whisper_ssd()
+    items = (inputs_from(a.files, a.refs) if a.files else default_inputs())[: a.streaming]
+    fwb = FasterWhisperBackend(rt.model("asr_target").path)
+    ssd = SSDCT2Backend(ws, 0.7, 0.2)
+    out = {"ar": {"wall_s": 0.0, "encode_s": 0.0, "updates": 0}, "ssd": {"wall_s": 0.0, "encode_s": 0.0,
+                                                                        "updates": 0, "stages": {}}}
+    finals = {"ar": [], "ssd": []}
+    for path, _ in items:
+        audio = load_audio(path)
+        cuts = list(range(16000, len(audio), 16000)) + [len(audio)]
+        for name, be in (("ar", fwb), ("ssd", ssd)):
+            for c in cuts:
+                t0 = _t.perf_counter()
+                r = be.transcribe(audio[:c])
+                out[name]["wall_s"] += _t.perf_counter() - t0
+                out[name]["updates"] += 1
+                if name == "ssd":
+                    out[name]["encode_s"] += r.stats["encode_s"]
+                    st = out[name]["stages"]
+                    st[r.stats["stage"]] = st.get(r.stats["stage"], 0) + 1
+                else:
+                    t1 = _t.perf_counter()
+                    ws.fw.encode(ws.fw.feature_extractor(audio[:c], padding=480000 - c)[:, :3000])
+                    out[name]["encode_s"] += _t.perf_counter() - t1
+            finals[name].append("".join(w.text for w in r.words).strip())
+    for k in out:
+        out[k]["decode_s"] = round(out[k]["wall_s"] - out[k]["encode_s"], 3)
+    out["decode_speedup_ssd_vs_ar"] = round(out["ar"]["decode_s"] / out["ssd"]["decode_s"], 2)
+    out["wall_speedup_ssd_vs_ar"] = round(out["ar"]["wall_s"] / out["ssd"]["wall_s"], 2)
+    norm = _normalizer()
+    refs = [r for _, r in items]
+    if all(refs):
+        import jiwer
+
+        for k in ("ar", "ssd"):
+            out[k]["final_wer"] = round(100 * jiwer.wer([norm(r) for r in refs], [norm(f) for f in finals[k]]), 2)
+    out["inputs"] = len(items)
+    p = Path(a.out)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(out, indent=1))
+    print(json.dumps(out, indent=1))
+    return 0
+
+
 def _normalizer():
     from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
@@ -94,7 +151,12 @@ def main(argv=None) -> int:
                          "sd8, sd16, sd8x2, adaptive, recycling, tree, adaptive_ctc")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N inputs")
     ap.add_argument("--out", default="out/bench_asr.json")
+    ap.add_argument("--streaming", type=int, default=0,
+                    help="instead: streaming re-decodes (every 1 s of a growing buffer) of the first N inputs with "
+                         "faster-whisper AR vs the live SSD backend (CTranslate2), same encoder")
     a = ap.parse_args(argv)
+    if a.streaming:
+        return streaming(a)
 
     import jiwer
     import torch

@@ -75,7 +75,8 @@ class AsrConfig:
     # CTC self-speculative decoding (ctc_self_speculative_asr.txt, Table 1)
     tau_ctc: float = 0.7
     tau_slm: float = 0.2
-    ssd_rejoin: bool = True  # re-join the CTC draft after an AR correction (paper footnote 1)
+    ssd_rejoin: bool = True  # re-join the CTC draft after an AR correction (paper footnote 1; torch engine)
+    ssd_engine: str = "ct2"  # "ct2" (int8 CTranslate2 verify/continue, the live path) or "torch" (the protocol one)
     # SpecASR (specasr.txt §IV-A)
     specasr_threshold: float = 0.4
     specasr_max_draft: int = 24
@@ -251,6 +252,9 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "asr.tau_slm": ("τ_SLM", "CTC self-speculative decoding (Eq. 5): accept the draft in one decoder pass if every "
                     "token probability exceeds τ_SLM. Presets (Table 1): high accuracy τ_CTC=0.7, τ_SLM=0.2; high RTFx "
                     "τ_CTC=3.0, τ_SLM=0.1."),
+    "asr.ssd_engine": ("SSD decoder engine", "ct2 = verify (one align pass, which also gives the word times) and "
+                        "continue on CTranslate2's int8 decoder, as faster-whisper runs; torch = the causal-LM "
+                        "protocol implementation with KV-cache reuse and draft re-join (engine/ssd_asr.py)."),
     "asr.ssd_rejoin": ("SSD draft re-join", "After an AR correction (Eq. 6), re-join the rest of the CTC draft and "
                        "verify it in one pass (the paper's footnote 1); off = plain Eq. 6."),
     "asr.specasr_threshold": ("SpecASR truncation threshold", "SpecASR §IV-A: stop drafting where the draft's "
@@ -298,6 +302,7 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "asr.method": ("ssd", "specasr", "ar", "ar_torch"),
+    "asr.ssd_engine": ("ct2", "torch"),
     "asr.model_role": ("asr_target", "asr_draft"),
     "llm.answer_method": ("predgen", "cascade"),
     "llm.predgen_verifier": ("greedy", "top_k", "reflection", "biased"),

@@ -58,11 +58,14 @@ class Runtime:
             return self._get(f"asr:ar:{a.model_role}", build)
         if a.method in ("ssd", "ar_torch"):
             def build_ssd():
-                from .ssd_asr import SSDBackend
+                from .ssd_asr import SSDBackend, SSDCT2Backend
 
+                if a.method == "ssd" and a.ssd_engine == "ct2":
+                    return SSDCT2Backend(self.whisper_ssd(), a.tau_ctc, a.tau_slm)
                 return SSDBackend(self.whisper_ssd(), a.tau_ctc, a.tau_slm, method=a.method, rejoin=a.ssd_rejoin)
 
-            return self._get(f"asr:{a.method}:{a.model_role}:{a.tau_ctc}:{a.tau_slm}:{a.ssd_rejoin}", build_ssd)
+            return self._get(f"asr:{a.method}:{a.model_role}:{a.tau_ctc}:{a.tau_slm}:{a.ssd_rejoin}:{a.ssd_engine}",
+                             build_ssd)
         if a.method == "specasr":
             def build_spec():
                 from .specasr import SpecASRBackend

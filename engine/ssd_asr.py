@@ -332,3 +332,105 @@ class SSDBackend:
                  "decode_s": round(res.decode_s, 4), "ctc_s": round(res.ctc_s, 4),
                  "align_s": round(time.perf_counter() - t2, 4), "max_entropy": round(res.max_entropy, 3)}
         return BackendResult(words, segment_ends(words), stats)
+
+
+class SSDCT2Backend:
+    """SSD for the live streaming path, on CTranslate2's int8 decoder (what faster-whisper runs).
+
+    The same three steps as :class:`SSDDecoder`, with CTranslate2 calls instead of the torch decoder:
+    Eq. 5's per-token probabilities p(ŷ_i | ŷ_<i, x) come from ``Whisper.align`` — ONE batched decoder pass that
+    also yields the word timestamps every update needs anyway — and Eq. 6 continues greedy AR from the longest
+    verified prefix with ``generate`` (the prefix is re-read in one batched pass; CTranslate2 keeps no KV cache
+    between calls). A fully verified draft costs one ``generate`` step that returns <|endoftext|> (or continues if
+    the draft is a prefix, e.g. the previous hypothesis), and its alignment is reused. Same counters as
+    :class:`SSDBackend`.
+    """
+
+    name = "ssd"
+
+    def __init__(self, model: WhisperSSD, tau_ctc: float = 0.7, tau_slm: float = 0.2, use_previous: bool = True):
+        self.m = model
+        self.tau_ctc, self.tau_slm = float(tau_ctc), float(tau_slm)
+        self.use_previous = use_previous
+        self._prev: tuple[bytes, int, str] | None = None
+        self.counts = {"ctc": 0, "verified": 0, "fallback": 0, "ar": 0}
+
+    def _words_from(self, res, tokens: list[int]) -> list[Word]:
+        """Word timestamps from an ``align`` result (faster-whisper's find_alignment arithmetic)."""
+        from faster_whisper.transcribe import merge_punctuations
+
+        tok = self.m.tok
+        words, word_tokens = tok.split_to_word_tokens(tokens + [tok.eot])
+        if len(word_tokens) <= 1:
+            return []
+        text_idx = np.array([p[0] for p in res.alignments])
+        time_idx = np.array([p[1] for p in res.alignments])
+        bounds = np.pad(np.cumsum([len(t) for t in word_tokens[:-1]]), (1, 0))
+        jumps = np.pad(np.diff(text_idx), (1, 0), constant_values=1).astype(bool)
+        jt = time_idx[jumps] / self.m.fw.tokens_per_second
+        if len(jt) < bounds[-1] + 1:
+            return []
+        al = [dict(word=w, tokens=t, start=float(jt[i]), end=float(jt[j]), probability=0.0)
+              for w, t, i, j in zip(words, word_tokens, bounds[:-1], bounds[1:])]
+        merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
+        return [Word(a["start"], a["end"], a["word"]) for a in al if a["word"]]
+
+    def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
+        import torch
+
+        audio = np.asarray(audio, np.float32)[: 30 * SAMPLE_RATE]
+        n = len(audio)
+        t0 = time.perf_counter()
+        feats = self.m.fw.feature_extractor(audio, padding=30 * SAMPLE_RATE - n)[:, :3000]
+        sv = self.m.fw.encode(feats)
+        t_enc = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        enc = torch.as_tensor(np.asarray(sv)) if self.m.device == "cpu" else torch.as_tensor(sv, device="cuda")
+        d = self.m.head.draft(enc.float(), int(np.ceil(n / 320)))
+        ctc_s = time.perf_counter() - t1
+        key = audio[:1600].tobytes()
+        prev = ""
+        if self.use_previous and self._prev and self._prev[0] == key and self._prev[1] <= n:
+            prev = self._prev[2]
+        t2 = time.perf_counter()
+        tok = self.m.tok
+        p = self.m.prompt(prompt)
+        n_forward = 0
+        words = None
+        if d.text.strip() and d.max_entropy < self.tau_ctc:  # Eq. 3
+            stage, toks, acc, draft = "ctc", tok.encode(" " + d.text.strip()), -1, []
+            acc = len(toks)
+        else:
+            draft_text = merge_drafts(prev, d.text)
+            draft = tok.encode(" " + draft_text.strip())[:200] if draft_text.strip() else []
+            j = 0
+            res = None
+            if draft:
+                res = self.m.fw.model.align(sv, list(tok.sot_sequence), [draft], n // 160)[0]  # Eq. 5, one pass
+                n_forward += 1
+                probs = list(res.text_token_probs)
+                j = next((i for i, q in enumerate(probs) if q <= self.tau_slm), len(draft))
+            # Eq. 6: greedy AR from the longest verified prefix (ends at once when the prefix is complete)
+            g = self.m.fw.model.generate(sv, [p + draft[:j]], beam_size=1, max_length=448,
+                                         suppress_blank=j == 0)[0]
+            cont = [t for t in g.sequences_ids[0] if t < tok.eot]
+            if j and cont[:j] == draft[:j]:  # CTranslate2 returns the forced prefix too
+                cont = cont[j:]
+            n_forward += len(cont) + 1
+            toks = draft[:j] + cont
+            acc = j
+            stage = "ar" if not draft else ("verified" if j == len(draft) else "fallback")
+            if res is not None and not cont and j == len(draft):
+                words = self._words_from(res, toks)
+        decode_s = time.perf_counter() - t2
+        self.counts[stage] += 1
+        t3 = time.perf_counter()
+        if words is None:
+            words = self.m.words(toks, sv, n)
+        text = tok.decode(toks).strip()
+        self._prev = (key, n, text)
+        stats = {"tokens": len(toks), "stage": stage, "n_forward": n_forward, "accepted": acc,
+                 "draft_tokens": len(draft), "encode_s": round(t_enc, 4), "decode_s": round(decode_s, 4),
+                 "ctc_s": round(ctc_s, 4), "align_s": round(time.perf_counter() - t3, 4),
+                 "max_entropy": round(d.max_entropy, 3)}
+        return BackendResult(words, segment_ends(words), stats)

@@ -194,3 +194,19 @@ def test_recycling_merge_fires_where_the_regenerated_words_rejoin_sequence_1(spe
     stop = spec._merge_stop("", seq1, branch_base=[])
     t3 = list(tok.encode(" quite different words here"))
     assert not any(stop(t3[:i]) for i in range(1, len(t3) + 1))
+
+
+def test_ct2_ssd_backend_verifies_the_previous_hypothesis_in_one_pass(runtime, jfk_audio):
+    import jiwer
+
+    from engine.ssd_asr import SSDCT2Backend
+
+    be = SSDCT2Backend(runtime.whisper_ssd(), 0.7, 0.2)
+    first = be.transcribe(jfk_audio)
+    text = "".join(w.text for w in first.words).strip()
+    assert jiwer.wer(JFK_TEXT.lower(), text.lower()) < 0.25
+    again = be.transcribe(jfk_audio)  # same buffer: the previous hypothesis is the draft
+    assert again.stats["stage"] == "verified" and again.stats["accepted"] == again.stats["tokens"]
+    assert again.stats["n_forward"] == 2  # one align (Eq. 5 + word times) + one step that ends
+    assert "".join(w.text for w in again.words).strip() == text
+    assert [round(w.start, 2) for w in again.words] == [round(w.start, 2) for w in first.words]
