@@ -5,6 +5,7 @@ The CLI, the GUI and the benchmarks all construct models here, so a role means t
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -47,6 +48,13 @@ class Runtime:
         """The streaming ASR backend for ``cfg.asr.method``: "ssd" (CTC self-speculative, engine.ssd_asr),
         "specasr" (engine.specasr), "ar" (faster-whisper) or "ar_torch" (plain greedy on SSD's torch decoder)."""
         a = self.cfg.asr
+        if a.method == "ssd" and not self.whisper_ssd().head_matches():
+            # the CTC draft head belongs to the encoder it was trained on (Whisper base); another ASR model
+            # (e.g. tiny.en for speed) has no draft, so it decodes with plain AR
+            import logging
+
+            logging.getLogger(__name__).warning("no CTC head for %s: SSD falls back to AR decoding", a.model_role)
+            a = dataclasses.replace(a, method="ar")
         if a.method == "ar":
             def build():
                 from .streaming_asr import FasterWhisperBackend

@@ -240,6 +240,14 @@ class WhisperSSD:
             self._head = CTCHead(self._head_dir, device=self.device)
         return self._head
 
+    def head_matches(self) -> bool:
+        """Whether the CTC head was trained on an encoder of this model's width (it is tied to the encoder it was
+        trained on: Whisper base, d_model 512). False also when no head is available."""
+        try:
+            return int(self.head.config["d_model"]) == int(self.whisper.model.config.d_model)
+        except FileNotFoundError:
+            return False
+
     def encode(self, audio: np.ndarray):
         """float32 16 kHz (n ≤ 480000) → (CTranslate2 StorageView, torch (1, 1500, d_model) float)."""
         import torch

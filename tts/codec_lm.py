@@ -259,6 +259,7 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
         k = 0
         while k < min(len(evaluated), len(ctx)) and evaluated[k] == ctx[k]:
             k += 1
+        k = min(k, len(ctx) - 1)  # always re-feed at least the last input: its row predicts the next token
         sess.crop(k)
         del evaluated[k:]
         return k
@@ -321,7 +322,7 @@ class CodecTTS:
     sample_rate = 16000
 
     def __init__(self, path: str | Path | None = None, method: str = "pcg", theta: float = 0.42, lookahead: int = 3,
-                 temperature: float = 0.8, seed: int = 0, phonemizer=None, cache_dir: str | Path | None = None):
+                 temperature: float = 0.5, seed: int = 0, phonemizer=None, cache_dir: str | Path | None = None):
         from safetensors.torch import load_file
 
         from .codec import SpectralCodec
@@ -378,11 +379,18 @@ class CodecTTS:
             raise ValueError(f"unknown codec TTS method {method!r} (ar, sd, ssd, pcg)")
         return speculative_generate(self.lm, cond, self.rng, acc, self.lookahead, self.temperature)
 
+    def code_embeddings(self) -> np.ndarray:
+        """Emb_q for Eq. 1: the target's output token embeddings (its head's rows), float32 (512, d). This
+        model's input embeddings are untied and nearly orthogonal (max pairwise cosine 0.29), while the output
+        embeddings place codes the target predicts in the same acoustic contexts together (median nearest-
+        neighbour cosine 0.45), which is the similarity Eq. 1 is after."""
+        return self.lm.head.weight.detach().float().numpy()
+
     def groups_for(self, theta: float):
         """Eq. 1 groups from the target's code embeddings at θ (cached on disk)."""
         from engine.pcg import AcousticGroups
 
-        emb = self.lm.code.weight[: N_CODES].detach().float().numpy()
+        emb = self.code_embeddings()
         return AcousticGroups.cached(emb, theta, self.cache_dir / "asg")
 
     def synthesize(self, text: str) -> np.ndarray:
