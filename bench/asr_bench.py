@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                     help="comma list of: ar (torch greedy, the baseline), ar_ct2 (faster-whisper's decoder), "
                          + ", ".join(SSD_METHODS) + ", and SpecASR's "
-                         "sd8, sd16, sd8x2, adaptive, recycling, tree, adaptive_ctc")
+                         "sd8, sd16, sd8x2, adaptive, recycling, tree, ctc_draft")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N inputs")
     ap.add_argument("--out", default="out/bench_asr.json")
     ap.add_argument("--streaming", type=int, default=0,
@@ -192,7 +192,6 @@ def main(argv=None) -> int:
         prompt = ws.prompt()
         n_frames = int(np.ceil(len(audio) / 320))
         row = {"file": path.name, "audio_s": len(audio) / 16000, "ref": ref, "encode_s": enc_s, "m": {}}
-        ctc = None
         draft_enc = None
         if spec is not None and any(m != "ctc_draft" for m in spec_methods):
             t1 = time.perf_counter()
@@ -214,8 +213,7 @@ def main(argv=None) -> int:
             elif m in SSD_METHODS:
                 tc, ts, rj = SSD_METHODS[m]
                 t1 = time.perf_counter()
-                if ctc is None or True:  # the CTC head runs per method (it is part of each method's cost)
-                    ctc = ws.head.draft(enc, n_frames)
+                ctc = ws.head.draft(enc, n_frames)  # per method: the CTC head is part of each method's cost
                 ctc_s = time.perf_counter() - t1
                 res = SSDDecoder(ws.whisper, tc, ts, rejoin=rj).decode(enc, prompt, ctc.text, ctc.max_entropy)
                 row["m"][m] = {"text": res.text, "tokens": res.tokens, "stage": res.stage,

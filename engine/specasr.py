@@ -111,10 +111,9 @@ class _Draft:
         return want
 
     def probs(self, first: bool) -> np.ndarray:
-        row = self.w.suppress_logits(self.row.astype(np.float64), first)
-        row -= row.max()
-        p = np.exp(row)
-        return p / p.sum()
+        from .pcg import softmax
+
+        return softmax(self.w.suppress_logits(self.row.astype(np.float64), first))
 
     def step(self, tok: int) -> None:
         self.row = self._eval([tok])[-1]

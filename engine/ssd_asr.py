@@ -112,10 +112,9 @@ class SSDDecoder:
         return self.w.fw_tokenizer.encode(" " + text) if text else []
 
     def _row_probs(self, row: np.ndarray, first: bool) -> np.ndarray:
-        row = self.w.suppress_logits(row.astype(np.float64), first)
-        row -= row.max()
-        p = np.exp(row)
-        return p / p.sum()
+        from .pcg import softmax
+
+        return softmax(self.w.suppress_logits(row.astype(np.float64), first))
 
     def decode(self, encoder_out, prompt: list[int], draft_text: str, max_entropy: float = np.inf,
                ctc_text: str | None = None) -> SSDResult:

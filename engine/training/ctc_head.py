@@ -374,7 +374,7 @@ def write_card(ev: dict) -> None:
 
     cfg = json.loads((ASSET_DIR / "config.json").read_text())
     shards = sorted(CACHE.glob("shard_*.npz"))
-    n_utt = minutes = 0.0
+    minutes = 0.0
     if shards:
         for p in shards:
             z = np.load(p)
