@@ -2,7 +2,7 @@
 
 Pipeline: text → phoneme ids (Piper's espeak-ng phonemiser) → frames per id (:class:`DurationModel`) → per-frame
 conditioning (current/previous/next phoneme, progress inside the phoneme) → codec tokens sampled
-autoregressively by :class:`CodecLM` (50 tokens/s, temperature 0.8) → waveform (:class:`tts.codec.SpectralCodec`).
+autoregressively by :class:`CodecLM` (50 tokens/s, temperature 0.5 by default) → waveform (:class:`tts.codec.SpectralCodec`).
 
 The draft is the target's first ``draft_layers`` transformer layers with its own norm and head (the paper's draft
 is a 3-layer subset of LLaSA-8B). Both are driven through :class:`CodecLMSession`, which follows the project's
@@ -383,7 +383,7 @@ class CodecTTS:
         """Emb_q for Eq. 1: the target's output token embeddings (its head's rows), float32 (512, d). This
         model's input embeddings are untied and nearly orthogonal (max pairwise cosine 0.29), while the output
         embeddings place codes the target predicts in the same acoustic contexts together (median nearest-
-        neighbour cosine 0.45), which is the similarity Eq. 1 is after."""
+        neighbour cosine 0.49), which is the similarity Eq. 1 is after."""
         return self.lm.head.weight.detach().float().numpy()
 
     def groups_for(self, theta: float):

@@ -1,9 +1,9 @@
 """Train the codec-token TTS end to end on a 2-core CPU (pcg_tts.txt needs an AR codec-token TTS; none can be had
 offline, so it is built here from the Piper voice as the teacher).
 
-    python -m engine.training.codec_tts data    # Piper speech + phoneme alignments for N sentences (≈ 6 min)
-    python -m engine.training.codec_tts codec   # k-means codebook (512 codes, 50 tokens/s) (≈ 1 min)
-    python -m engine.training.codec_tts lm      # duration model + AR target (6 layers) (≈ 15 min)
+    python -m engine.training.codec_tts data    # Piper speech + phoneme alignments, 1200 sentences (≈ 8 min)
+    python -m engine.training.codec_tts codec   # k-means codebook (512 codes, 50 tokens/s) on the first 600 (≈ 1 min)
+    python -m engine.training.codec_tts lm      # duration model + AR target (6 layers), 8 epochs (≈ 21 min)
     python -m engine.training.codec_tts draft   # draft = target's first layer + its own head, distilled (≈ 3 min)
     python -m engine.training.codec_tts all
 
@@ -31,25 +31,39 @@ CACHE = Path(os.environ.get("SPECVOICE_CACHE", Path.home() / ".cache" / "specvoi
 ASSET = ROOT / "assets" / "codec_tts"
 
 
+def _sentences(seed: int = 0) -> list[str]:
+    """The training sentences (4–16 words) in their seeded order; the first n are used."""
+    from engine.training.ctc_head import load_texts
+
+    train, _ = load_texts()
+    sents = [s for s in train if 4 <= len(s.split()) <= 16]
+    random.Random(seed).shuffle(sents)
+    return sents
+
+
 def make_data(n: int, seed: int = 0) -> None:
     """Piper speech for ``n`` training sentences: 16 kHz audio, phoneme ids, samples per id (22.05 kHz)."""
     from audio.io import resample
     from engine.config import load_config
     from engine.models import resolve
-    from engine.training.ctc_head import load_texts
     from piper import PiperVoice
 
     CACHE.mkdir(parents=True, exist_ok=True)
     m = resolve("tts_voice", load_config())
     voice = PiperVoice.load(str(m.path), config_path=str(m.config) if m.config else None, include_alignments=True)
     rate = int(voice.config.sample_rate)
-    train, _ = load_texts()
-    rng = random.Random(seed)
-    sents = [s for s in train if 4 <= len(s.split()) <= 16]
-    rng.shuffle(sents)
+    sents = _sentences(seed)
+    import pickle
+
     items = []
+    if (CACHE / "data.pkl").exists():  # keep what an earlier run synthesised; add the rest
+        wanted = set(sents[:n])
+        items = [x for x in load_data()["items"] if x["text"] in wanted]
+    done = {x["text"] for x in items}
     t0 = time.time()
     for i, s in enumerate(sents[:n]):
+        if s in done:
+            continue
         for c in voice.synthesize(s, include_alignments=True):
             if c.phoneme_id_samples is None or len(c.phoneme_id_samples) != len(c.phoneme_ids):
                 continue
@@ -58,7 +72,6 @@ def make_data(n: int, seed: int = 0) -> None:
                           "audio": resample(c.audio_float_array, rate, 16000).astype(np.float32)})
         if i % 50 == 0:
             print(f"{i}/{n} sentences, {time.time() - t0:.0f} s", flush=True)
-    import pickle
 
     (CACHE / "data.pkl").write_bytes(pickle.dumps({"rate": rate, "items": items}))
     print(f"{len(items)} utterances, {sum(len(x['audio']) for x in items) / 16000 / 60:.1f} min", flush=True)
@@ -70,10 +83,14 @@ def load_data():
     return pickle.loads((CACHE / "data.pkl").read_bytes())
 
 
-def fit_codec(K: int = 512) -> None:
+def fit_codec(K: int = 512, n_sentences: int = 600) -> None:
+    """k-means codebook over the log-mel frames of the first ``n_sentences`` training sentences' speech (the shipped
+    codec was fit on the first 600; the LM then trained on 1200)."""
     from tts.codec import SpectralCodec, log_magnitude
 
     d = load_data()
+    first = set(_sentences()[:n_sentences])
+    d["items"] = [x for x in d["items"] if x["text"] in first]
     ASSET.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     codec = SpectralCodec.fit([log_magnitude(x["audio"]) for x in d["items"]], K=K, iters=20)
@@ -97,7 +114,10 @@ def sequences():
     return out
 
 
-def train_lm(epochs: int, seed: int = 0) -> None:
+def train_lm(epochs: int, seed: int = 0, input_noise: float = 0.0) -> None:
+    """Duration model + AR target. ``input_noise``: fraction of the target's input codes replaced by random codes
+    during training (not its labels), so that it learns to lean on the phoneme conditioning rather than on copying
+    the previous frame — a free-running model otherwise drifts after a few of its own samples (exposure bias)."""
     import torch
 
     from tts.codec_lm import ARCH, CodecLM, DurationModel
@@ -145,6 +165,9 @@ def train_lm(epochs: int, seed: int = 0) -> None:
         tot, n = 0.0, 0
         for b in range(0, len(tr), batch):
             x, c, y, mask = _batch(tr[b : b + batch], lm.bos)
+            if input_noise > 0:
+                noisy = (torch.rand(x.shape) < input_noise) & (x != lm.bos)
+                x = torch.where(noisy, torch.randint(0, lm.bos, x.shape), x)
             logits = lm(x, c)
             loss = (torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none") * mask).sum() / mask.sum()
             opt.zero_grad()
@@ -155,13 +178,16 @@ def train_lm(epochs: int, seed: int = 0) -> None:
             tot += loss.item()
             n += 1
         vl = _val_loss(lm, val)
+        from safetensors.torch import save_file as _save
+
+        _save({k: v.half().contiguous() for k, v in lm.state_dict().items()}, str(CACHE / "lm_last_epoch.safetensors"))
         print(f"target epoch {ep + 1}/{epochs}: train {tot / n:.3f}, val {vl:.3f}, {time.time() - t0:.0f} s", flush=True)
     from safetensors.torch import save_file
 
     ASSET.mkdir(parents=True, exist_ok=True)
     save_file({k: v.half().contiguous() for k, v in lm.state_dict().items()}, str(ASSET / "lm.safetensors"))
     save_file({k: v.contiguous() for k, v in dm.state_dict().items()}, str(ASSET / "duration.safetensors"))
-    info = {"arch": ARCH, "epochs": epochs, "train_utterances": len(tr), "val_loss": vl,
+    info = {"arch": ARCH, "epochs": epochs, "input_noise": input_noise, "train_utterances": len(tr), "val_loss": vl,
             "train_frames": int(sum(len(s["codes"]) for s in tr)), "train_s": round(time.time() - t0)}
     (ASSET / "config.json").write_text(json.dumps(info, indent=1))
 
@@ -243,17 +269,20 @@ def train_draft(epochs: int, seed: int = 0) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine.training.codec_tts")
     ap.add_argument("stage", choices=["data", "codec", "lm", "draft", "all"])
-    ap.add_argument("--sentences", type=int, default=600)
-    ap.add_argument("--epochs", type=int, default=12)
-    ap.add_argument("--draft-epochs", type=int, default=4)
+    ap.add_argument("--sentences", type=int, default=1200)
+    ap.add_argument("--codec-sentences", type=int, default=600)
+    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--draft-epochs", type=int, default=3)
+    ap.add_argument("--input-noise", type=float, default=0.4,
+                    help="fraction of input codes replaced by random codes while training the target")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     if a.stage in ("data", "all"):
         make_data(a.sentences)
     if a.stage in ("codec", "all"):
-        fit_codec()
+        fit_codec(n_sentences=a.codec_sentences)
     if a.stage in ("lm", "all"):
-        train_lm(a.epochs)
+        train_lm(a.epochs, input_noise=a.input_noise)
     if a.stage in ("draft", "all"):
         train_draft(a.draft_epochs)
     return 0
