@@ -285,8 +285,8 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "tts.codec_method": ("Codec TTS sampler", "pcg = speculative sampling with Principled Coarse-Graining "
                          "(pcg_tts.txt Algorithm 1); sd = standard speculative sampling; ssd = constant-bias "
                          "relaxation (0.3); ar = target only."),
-    "tts.temperature": ("Codec TTS temperature", "Sampling temperature of the codec TTS (paper: 0.8 for LLaSA-8B; this small model speaks clearly only "
-                        "at ≈ 0.5)."),
+    "tts.temperature": ("Codec TTS temperature", "Sampling temperature of the codec TTS (paper: 0.8 for LLaSA-8B; "
+                        "this small model speaks clearly only at ≈ 0.5)."),
     "tts.length_scale": ("Speech rate (length scale)", "Piper phoneme duration scale (> 1 slower)."),
     "tts.theta": ("PCG θ", "PCG Eq. 1: cosine-similarity threshold of acoustic similarity groups "
                   "(pcg_tts.txt; best 0.38–0.45). Used by the PCG codec TTS."),

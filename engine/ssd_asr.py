@@ -405,7 +405,7 @@ class SSDCT2Backend:
         n_forward = 0
         words = None
         if d.text.strip() and d.max_entropy < self.tau_ctc:  # Eq. 3
-            stage, toks, acc, draft = "ctc", tok.encode(" " + d.text.strip()), -1, []
+            stage, toks, draft = "ctc", tok.encode(" " + d.text.strip()), []
             acc = len(toks)
         else:
             draft_text = merge_drafts(prev, d.text)

@@ -2,7 +2,8 @@
 
 Pipeline: text → phoneme ids (Piper's espeak-ng phonemiser) → frames per id (:class:`DurationModel`) → per-frame
 conditioning (current/previous/next phoneme, progress inside the phoneme) → codec tokens sampled
-autoregressively by :class:`CodecLM` (50 tokens/s, temperature 0.5 by default) → waveform (:class:`tts.codec.SpectralCodec`).
+autoregressively by :class:`CodecLM` (50 tokens/s, temperature 0.5 by default) → waveform
+(:class:`tts.codec.SpectralCodec`).
 
 The draft is the target's first ``draft_layers`` transformer layers with its own norm and head (the paper's draft
 is a 3-layer subset of LLaSA-8B). Both are driven through :class:`CodecLMSession`, which follows the project's

@@ -43,6 +43,8 @@ def _sentences(seed: int = 0) -> list[str]:
 
 def make_data(n: int, seed: int = 0) -> None:
     """Piper speech for ``n`` training sentences: 16 kHz audio, phoneme ids, samples per id (22.05 kHz)."""
+    import pickle
+
     from audio.io import resample
     from engine.config import load_config
     from engine.models import resolve
@@ -53,8 +55,6 @@ def make_data(n: int, seed: int = 0) -> None:
     voice = PiperVoice.load(str(m.path), config_path=str(m.config) if m.config else None, include_alignments=True)
     rate = int(voice.config.sample_rate)
     sents = _sentences(seed)
-    import pickle
-
     items = []
     if (CACHE / "data.pkl").exists():  # keep what an earlier run synthesised; add the rest
         wanted = set(sents[:n])
@@ -178,17 +178,14 @@ def train_lm(epochs: int, seed: int = 0, input_noise: float = 0.0) -> None:
             tot += loss.item()
             n += 1
         vl = _val_loss(lm, val)
-        from safetensors.torch import save_file as _save
-
-        _save({k: v.half().contiguous() for k, v in lm.state_dict().items()}, str(CACHE / "lm_last_epoch.safetensors"))
         print(f"target epoch {ep + 1}/{epochs}: train {tot / n:.3f}, val {vl:.3f}, {time.time() - t0:.0f} s", flush=True)
     from safetensors.torch import save_file
 
     ASSET.mkdir(parents=True, exist_ok=True)
     save_file({k: v.half().contiguous() for k, v in lm.state_dict().items()}, str(ASSET / "lm.safetensors"))
     save_file({k: v.contiguous() for k, v in dm.state_dict().items()}, str(ASSET / "duration.safetensors"))
-    info = {"arch": ARCH, "epochs": epochs, "input_noise": input_noise, "train_utterances": len(tr), "val_loss": vl,
-            "train_frames": int(sum(len(s["codes"]) for s in tr)), "train_s": round(time.time() - t0)}
+    info = {"arch": ARCH, "epochs": epochs, "input_noise": input_noise, "train_utterances": len(tr),
+            "val_loss": vl, "train_frames": int(sum(len(s["codes"]) for s in tr)), "train_s": round(time.time() - t0)}
     (ASSET / "config.json").write_text(json.dumps(info, indent=1))
 
 
