@@ -211,10 +211,15 @@ def test_push_to_talk_and_clean_shutdown(qtbot, window):
     w.ctl.error.connect(errors.append)
     w.add_file_input(str(QUESTION))
     w.setFocus()
+    # Count the audio that passed the push-to-talk gate in the capture thread itself (a direct connection), so
+    # the release point is a position in the file, not a wall-clock time that a loaded CI machine stretches.
+    blocks = [0]
+    w.ctl.level.connect(lambda _lvl: blocks.__setitem__(0, blocks[0] + 1), Qt.DirectConnection)
     qtbot.waitUntil(lambda: w.ctl.loaded, timeout=120_000)
     with qtbot.waitSignal(w.ctl.session_ended, timeout=240_000):
         w.keyPressEvent(QKeyEvent(QEvent.KeyPress, Qt.Key_Space, Qt.NoModifier))  # Space down: talk
-        qtbot.wait(3500)  # "speak" for 3.5 s of the file
+        # "speak" 3.6 s of the file ("I work from home" ends at 1.1 s, "focused" starts at 4.72 s)
+        qtbot.waitUntil(lambda: blocks[0] * w.ctl.cfg.audio.block_s >= 3.6, timeout=60_000)
         w.keyReleaseEvent(QKeyEvent(QEvent.KeyRelease, Qt.Key_Space, Qt.NoModifier))  # Space up
     assert finals and "work from home" in finals[0].lower(), (finals, errors)
     assert "focused" not in finals[0].lower()  # released before the end of the question
