@@ -249,7 +249,7 @@ class EngineController(QObject):
             self.session_ended.emit()
             return
 
-        cap_state = {"utt": None}
+        cap_state = {"utt": None, "busy": False}  # busy: a job has been taken and is being translated
 
         def translate(utt, text, committed, final):
             if cap_state["utt"] != utt:
@@ -273,10 +273,15 @@ class EngineController(QObject):
                     if not cap_jobs:
                         return
                     job = cap_jobs.pop(0)
+                    cap_state["busy"] = True
                 try:
                     translate(*job)
                 except Exception as e:
                     self.error.emit(f"caption: {e}")
+                finally:
+                    with cap_cv:
+                        cap_state["busy"] = False
+                        cap_cv.notify_all()
 
         cap_thread = None
         if translator is not None:
@@ -341,11 +346,9 @@ class EngineController(QObject):
             conv.close()
             self._conv = None
         if cap_thread is not None:
-            while True:
-                with cap_cv:
-                    if not cap_jobs or self._stop.is_set():
-                        break
-                time.sleep(0.05)
+            with cap_cv:  # the last (final) caption is translated and emitted before the session ends
+                while (cap_jobs or cap_state["busy"]) and not self._stop.is_set():
+                    cap_cv.wait(0.1)
             self._stop.set()
             cap_thread.join(timeout=30)
         self.status.emit(f"stopped after {time.monotonic() - started:.1f} s")

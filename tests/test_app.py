@@ -44,6 +44,15 @@ def window(qtbot, tmp_path, store, small_gguf):
     w.show()
     yield w
     w.close()
+    # no engine thread of this test may outlive its window (it would signal into the next test's objects)
+    import threading
+    import time
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and any(
+            t.is_alive() and t.name in {"session", "capture", "asr", "answer", "caption", "tts"}
+            for t in threading.enumerate()):
+        qtbot.wait(50)
 
 
 def _run_question(qtbot, w, timeout_ms=240_000):
