@@ -4,7 +4,7 @@ Eq. 8. Chi-square tests on small synthetic p, q with overlapping groups."""
 import numpy as np
 import pytest
 
-from engine.pcg import AcousticGroups, pcg_residual, pcg_step, sd_step
+from engine.pcg import AcousticGroups, pcg_residual, pcg_step, sample_categorical, sd_step
 
 
 def chi2_critical(df: int, z: float = 3.29) -> float:
@@ -83,6 +83,18 @@ def test_standard_speculative_sampling_is_exact_for_q(setup):
         counts[sd_step(x, p, q, rng).token] += 1
     exp = q * n
     keep = exp > 5
+    chi2 = ((counts[keep] - exp[keep]) ** 2 / exp[keep]).sum()
+    assert chi2 < chi2_critical(int(keep.sum()) - 1)
+
+
+def test_inverse_cdf_sampler_is_exact_and_skips_zero_mass():
+    rng = np.random.default_rng(5)
+    p = np.array([0.0, 0.5, 0.0, 0.2, 0.3, 0.0]) * 3.0  # unnormalised, zeros at both ends and inside
+    n = 30000
+    counts = np.bincount([sample_categorical(p, rng) for _ in range(n)], minlength=len(p))
+    assert counts[p == 0].sum() == 0
+    exp = p / p.sum() * n
+    keep = exp > 0
     chi2 = ((counts[keep] - exp[keep]) ** 2 / exp[keep]).sum()
     assert chi2 < chi2_critical(int(keep.sum()) - 1)
 

@@ -68,17 +68,23 @@ def build_modules():
             self.ln2 = nn.LayerNorm(d)
             self.ff = nn.Sequential(nn.Linear(d, ff), nn.GELU(), nn.Linear(ff, d))
 
-        def forward(self, x, cache=None):
+        def forward(self, x, cache=None, mask=None):
+            """x (B, T, d); ``cache``: {"k", "v": preallocated (B, h, capacity, d/h) or None, "n": cached
+            positions}; ``mask``: bool (T, S) attention mask or None (attend to every key)."""
             B, T, D = x.shape
             q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, self.h, D // self.h).permute(2, 0, 3, 1, 4)
-            if cache is not None:
-                if cache.get("k") is not None:
-                    k = torch.cat([cache["k"], k], 2)
-                    v = torch.cat([cache["v"], v], 2)
-                cache["k"], cache["v"] = k, v
-            S = k.shape[2]
-            # causal over the new queries, which sit at the end of the S keys
-            mask = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+            if cache is not None:  # write into a preallocated buffer: no per-step concatenation, O(1) crop
+                n = cache["n"]
+                if cache["k"] is None or n + T > cache["k"].shape[2]:
+                    cap = max(cache.get("capacity", 0), 2 * (n + T))
+                    kb, vb = k.new_zeros(B, self.h, cap, D // self.h), v.new_zeros(B, self.h, cap, D // self.h)
+                    if cache["k"] is not None:
+                        kb[:, :, :n], vb[:, :, :n] = cache["k"][:, :, :n], cache["v"][:, :, :n]
+                    cache["k"], cache["v"] = kb, vb
+                cache["k"][:, :, n : n + T] = k
+                cache["v"][:, :, n : n + T] = v
+                cache["n"] = n + T
+                k, v = cache["k"][:, :, : n + T], cache["v"][:, :, : n + T]
             a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
             x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
             return x + self.ff(self.ln2(x))
@@ -110,9 +116,13 @@ def build_modules():
         def forward(self, x, cond, draft: bool = False, caches=None, start: int = 0):
             """x (B, T) int64 inputs, cond (B, T, 4) → logits (B, T, n_codes) float."""
             h = self.embed(x, cond, start)
+            T = x.shape[1]
+            S = T if caches is None else start + T
+            # causal over the new queries, which sit at the end of the S keys (one query sees every key)
+            mask = None if T == 1 else torch.ones(T, S, dtype=torch.bool).tril(S - T)
             blocks = self.blocks[: self.draft_layers] if draft else self.blocks
             for i, b in enumerate(blocks):
-                h = b(h, None if caches is None else caches[i])
+                h = b(h, None if caches is None else caches[i], mask)
             if draft:
                 return self.draft_head(self.draft_norm(h))
             return self.head(self.norm(h))
@@ -169,7 +179,7 @@ class CodecLMSession:
         self.cond = torch.from_numpy(np.asarray(cond, np.int64))
         self.draft = draft
         n = lm.draft_layers if draft else len(lm.blocks)
-        self.caches = [{"k": None, "v": None} for _ in range(n)]
+        self.caches = [{"k": None, "v": None, "n": 0, "capacity": len(self.cond) + 1} for _ in range(n)]
         self.n_past = 0
         self.n_forward = 0
         self.eos_ids = frozenset()
@@ -192,8 +202,7 @@ class CodecLMSession:
         if not 0 <= n <= self.n_past:
             raise ValueError(f"crop({n}) outside 0..{self.n_past}")
         for c in self.caches:
-            if c["k"] is not None:
-                c["k"], c["v"] = c["k"][:, :, :n], c["v"][:, :, :n]
+            c["n"] = min(c["n"], n)
         self.n_past = n
 
 
@@ -222,7 +231,7 @@ class GenStats:
 
 def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator, temperature: float = 0.8) -> tuple[np.ndarray, GenStats]:
     """Target-only AR sampling: one target pass per token."""
-    from engine.pcg import softmax
+    from engine.pcg import sample_categorical, softmax
 
     t0 = time.perf_counter()
     s = CodecLMSession(lm, cond)
@@ -231,7 +240,7 @@ def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator, temperature: flo
     tok = lm.bos
     while len(out) < n:
         q = softmax(s.eval([tok])[-1], temperature)
-        tok = int(rng.choice(len(q), p=q))
+        tok = sample_categorical(q, rng)
         out.append(tok)
     st = GenStats(tokens=n, target_passes=s.n_forward, seconds=time.perf_counter() - t0)
     return np.asarray(out, np.int64), st
@@ -246,7 +255,7 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
     distribution q (float64 (n_codes,)). On the first rejection the step's token replaces the draft and the round
     ends; if all L_d are accepted, one more token is sampled from q (the bonus token).
     """
-    from engine.pcg import softmax
+    from engine.pcg import sample_categorical, softmax
 
     t0 = time.perf_counter()
     n = len(cond)
@@ -276,7 +285,7 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
             row = dft.eval(feed)[-1]
             d_inputs += feed
             p = softmax(row, temperature)
-            x = int(rng.choice(len(p), p=p))
+            x = sample_categorical(p, rng)
             xs.append(x)
             ps.append(p)
             feed = [x]
@@ -299,7 +308,7 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
                 break
         else:
             q = softmax(rows[L], temperature)
-            out.append(int(rng.choice(len(q), p=q)))
+            out.append(sample_categorical(q, rng))
         st.accepted += acc
         st.accepted_lengths.append(acc)
     st.tokens = n
