@@ -80,8 +80,10 @@ def spec_summary(ms: list[dict], audio_s: float) -> dict:
 
 def streaming(a) -> int:
     """Live-path comparison: each input is re-decoded as it grows (1 s steps, then the whole), the way the
-    streaming ASR does, by faster-whisper's AR backend and by the SSD CTranslate2 backend (whose draft is the CTC
-    head merged with the previous hypothesis). Decode time = backend time minus the encoder."""
+    streaming ASR does, by faster-whisper's AR backend (``ar``: its transcribe, which decodes with timestamp
+    tokens), by the SSD CTranslate2 backend (``ssd``: the CTC head's draft merged with the previous hypothesis) and
+    by that backend without a draft (``ar_nots``: the same CTranslate2 calls, greedy AR without timestamp tokens —
+    the decoding mode SSD verifies in). Decode time = backend time minus the encoder."""
     import time as _t
 
     from audio.io import load_audio
@@ -95,19 +97,23 @@ def streaming(a) -> int:
     items = (inputs_from(a.files, a.refs) if a.files else default_inputs())[: a.streaming]
     fwb = FasterWhisperBackend(rt.model("asr_target").path)
     ssd = SSDCT2Backend(ws, 0.7, 0.2)
-    out = {"ar": {"wall_s": 0.0, "encode_s": 0.0, "updates": 0}, "ssd": {"wall_s": 0.0, "encode_s": 0.0,
-                                                                        "updates": 0, "stages": {}}}
-    finals = {"ar": [], "ssd": []}
+    # the same CTranslate2 calls without a draft: greedy AR in SSD's own decoding mode (no timestamp tokens),
+    # the baseline SSD is lossless against when every draft token must be greedy's
+    ar_same = SSDCT2Backend(ws, 0.7, 0.2, speculate=False)
+    names = ("ar", "ar_nots", "ssd")
+    out = {k: {"wall_s": 0.0, "encode_s": 0.0, "updates": 0, "stages": {}} for k in names}
+    del out["ar"]["stages"]
+    finals = {k: [] for k in names}
     for path, _ in items:
         audio = load_audio(path)
         cuts = list(range(16000, len(audio), 16000)) + [len(audio)]
-        for name, be in (("ar", fwb), ("ssd", ssd)):
+        for name, be in (("ar", fwb), ("ar_nots", ar_same), ("ssd", ssd)):
             for c in cuts:
                 t0 = _t.perf_counter()
                 r = be.transcribe(audio[:c])
                 out[name]["wall_s"] += _t.perf_counter() - t0
                 out[name]["updates"] += 1
-                if name == "ssd":
+                if name != "ar":
                     out[name]["encode_s"] += r.stats["encode_s"]
                     st = out[name]["stages"]
                     st[r.stats["stage"]] = st.get(r.stats["stage"], 0) + 1
@@ -120,13 +126,16 @@ def streaming(a) -> int:
         out[k]["decode_s"] = round(out[k]["wall_s"] - out[k]["encode_s"], 3)
     out["decode_speedup_ssd_vs_ar"] = round(out["ar"]["decode_s"] / out["ssd"]["decode_s"], 2)
     out["wall_speedup_ssd_vs_ar"] = round(out["ar"]["wall_s"] / out["ssd"]["wall_s"], 2)
+    out["decode_speedup_ssd_vs_ar_nots"] = round(out["ar_nots"]["decode_s"] / out["ssd"]["decode_s"], 2)
+    out["wall_speedup_ssd_vs_ar_nots"] = round(out["ar_nots"]["wall_s"] / out["ssd"]["wall_s"], 2)
     norm = _normalizer()
     refs = [r for _, r in items]
     if all(refs):
         import jiwer
 
-        for k in ("ar", "ssd"):
+        for k in names:
             out[k]["final_wer"] = round(100 * jiwer.wer([norm(r) for r in refs], [norm(f) for f in finals[k]]), 2)
+    out["ssd_final_equals_ar_nots"] = sum(a == b for a, b in zip(finals["ssd"], finals["ar_nots"]))
     out["inputs"] = len(items)
     p = Path(a.out)
     p.parent.mkdir(parents=True, exist_ok=True)

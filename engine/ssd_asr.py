@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .ctc_draft import CTCDraft
 from .events import Word
 from .streaming_asr import SAMPLE_RATE, BackendResult
 
@@ -355,10 +356,12 @@ class SSDCT2Backend:
 
     name = "ssd"
 
-    def __init__(self, model: WhisperSSD, tau_ctc: float = 0.7, tau_slm: float = 0.2, use_previous: bool = True):
+    def __init__(self, model: WhisperSSD, tau_ctc: float = 0.7, tau_slm: float = 0.2, use_previous: bool = True,
+                 speculate: bool = True):
         self.m = model
         self.tau_ctc, self.tau_slm = float(tau_ctc), float(tau_slm)
         self.use_previous = use_previous
+        self.speculate = speculate  # False: the same calls without a draft = its greedy AR baseline (benchmark)
         self._prev: tuple[bytes, int, str] | None = None
         self.counts = {"ctc": 0, "verified": 0, "fallback": 0, "ar": 0}
 
@@ -393,7 +396,10 @@ class SSDCT2Backend:
         t_enc = time.perf_counter() - t0
         t1 = time.perf_counter()
         enc = torch.as_tensor(np.asarray(sv)) if self.m.device == "cpu" else torch.as_tensor(sv, device="cuda")
-        d = self.m.head.draft(enc.float(), int(np.ceil(n / 320)))
+        if self.speculate:
+            d = self.m.head.draft(enc.float(), int(np.ceil(n / 320)))
+        else:
+            d = CTCDraft("", 0.0, np.zeros(0, np.float32), np.zeros((0, 0), np.float32))
         ctc_s = time.perf_counter() - t1
         key = audio[:1600].tobytes()
         prev = ""
@@ -404,11 +410,11 @@ class SSDCT2Backend:
         p = self.m.prompt(prompt)
         n_forward = 0
         words = None
-        if d.text.strip() and d.max_entropy < self.tau_ctc:  # Eq. 3
+        if self.speculate and d.text.strip() and d.max_entropy < self.tau_ctc:  # Eq. 3
             stage, toks, draft = "ctc", tok.encode(" " + d.text.strip()), []
             acc = len(toks)
         else:
-            draft_text = merge_drafts(prev, d.text)
+            draft_text = merge_drafts(prev, d.text) if self.speculate else ""
             draft = tok.encode(" " + draft_text.strip())[:200] if draft_text.strip() else []
             j = 0
             res = None
