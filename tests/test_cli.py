@@ -29,7 +29,8 @@ def test_transcribe_prints_live_events_and_writes_report(tmp_path, jfk_path):
     assert "you:" in r.stdout and "RTF" in r.stdout
     rep = _report(tmp_path, "transcribe")
     asr = rep["asr"]
-    assert asr["rtf"] > 0 and asr["audio_s"] == pytest.approx(12.0, abs=0.2) and asr["updates"] >= 4
+    # --fast: how many re-decodes there are depends on how fast the VAD runs against the decoder
+    assert asr["rtf"] > 0 and asr["audio_s"] == pytest.approx(12.0, abs=0.2) and asr["updates"] >= 2
     assert jiwer.wer(NORM(JFK_TEXT), NORM(asr["text"])) <= 0.1
     assert all(u["eos_to_final_s"] is not None and u["eos_to_final_s"] >= 0 for u in asr["utterances"])
     lines = (tmp_path / "transcribe-transcript.txt").read_text().splitlines()
