@@ -410,7 +410,7 @@ class SSDCT2Backend:
         p = self.m.prompt(prompt)
         n_forward = 0
         words = None
-        if self.speculate and d.text.strip() and d.max_entropy < self.tau_ctc:  # Eq. 3
+        if d.text.strip() and d.max_entropy < self.tau_ctc:  # Eq. 3 (no draft text without speculation)
             stage, toks, draft = "ctc", tok.encode(" " + d.text.strip()), []
             acc = len(toks)
         else:

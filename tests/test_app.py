@@ -20,6 +20,7 @@ from engine.events import Caption  # noqa: E402
 
 from .conftest import QUESTION, ROOT  # noqa: E402
 
+ENGINE_THREADS = {"session", "capture", "asr", "answer", "caption", "tts"}  # names of the engine's threads
 SHOTS = Path(os.environ.get("SPECVOICE_SCREENSHOTS", "")) if os.environ.get("SPECVOICE_SCREENSHOTS") else None
 
 
@@ -50,8 +51,7 @@ def window(qtbot, tmp_path, store, small_gguf):
 
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and any(
-            t.is_alive() and t.name in {"session", "capture", "asr", "answer", "caption", "tts"}
-            for t in threading.enumerate()):
+            t.is_alive() and t.name in ENGINE_THREADS for t in threading.enumerate()):
         qtbot.wait(50)
 
 
@@ -234,4 +234,4 @@ def test_push_to_talk_and_clean_shutdown(qtbot, window):
     assert "focused" not in finals[0].lower()  # released before the end of the question
     w.close()
     names = {t.name for t in threading.enumerate() if t.is_alive()}
-    assert not names & {"session", "capture", "asr", "answer", "caption", "tts"}, names
+    assert not names & ENGINE_THREADS, names

@@ -69,18 +69,16 @@ def build_modules():
             self.ff = nn.Sequential(nn.Linear(d, ff), nn.GELU(), nn.Linear(ff, d))
 
         def forward(self, x, cache=None, mask=None):
-            """x (B, T, d); ``cache``: {"k", "v": preallocated (B, h, capacity, d/h) or None, "n": cached
-            positions}; ``mask``: bool (T, S) attention mask or None (attend to every key)."""
+            """x (B, T, d); ``cache``: {"k", "v": (B, h, capacity, d/h) buffers allocated on first use, "n": cached
+            positions, "capacity": positions the caller will ever feed}; ``mask``: bool (T, S) attention mask or
+            None (attend to every key)."""
             B, T, D = x.shape
             q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, self.h, D // self.h).permute(2, 0, 3, 1, 4)
             if cache is not None:  # write into a preallocated buffer: no per-step concatenation, O(1) crop
                 n = cache["n"]
-                if cache["k"] is None or n + T > cache["k"].shape[2]:
-                    cap = max(cache.get("capacity", 0), 2 * (n + T))
-                    kb, vb = k.new_zeros(B, self.h, cap, D // self.h), v.new_zeros(B, self.h, cap, D // self.h)
-                    if cache["k"] is not None:
-                        kb[:, :, :n], vb[:, :, :n] = cache["k"][:, :, :n], cache["v"][:, :, :n]
-                    cache["k"], cache["v"] = kb, vb
+                if cache["k"] is None:
+                    shape = (B, self.h, cache["capacity"], D // self.h)
+                    cache["k"], cache["v"] = k.new_zeros(shape), v.new_zeros(shape)
                 cache["k"][:, :, n : n + T] = k
                 cache["v"][:, :, n : n + T] = v
                 cache["n"] = n + T
