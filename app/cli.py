@@ -132,15 +132,12 @@ def _r(x, nd=3):
 def _run_transcriber(args, cfg, rt, on_event, printer):
     """Start capture + streaming ASR; feed events to ``on_event`` on this thread. Returns the transcriber."""
     from engine.events import (Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted)
-    from engine.pipeline import StreamingTranscriber
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     source = _source(args, cfg)
-    backend = rt.asr_backend()
-    vad = rt.vad()
     events: queue.Queue = queue.Queue()
-    st = StreamingTranscriber(source, backend, vad, events.put, cfg.asr.min_chunk_s, cfg.asr.buffer_trim_s)
+    st = rt.transcriber(source, events.put)
     transcript_file = out / f"{args.cmd}-transcript.txt"
     transcript_file.write_text("")
     result: dict = {}

@@ -195,11 +195,9 @@ class EngineController(QObject):
     def _run(self, opts: SessionOptions) -> None:
         from app.cli import build_assistant, build_translator
         from engine.assistant import Conversation
-        from engine.pipeline import StreamingTranscriber
-
         cfg = self.cfg
         try:
-            backend = self.rt.asr_backend()
+            self.rt.asr_backend()  # load now: a model error is reported before capture starts
             vad = None if opts.push_to_talk else self.rt.vad()
         except Exception as e:
             self.error.emit(f"cannot start speech recognition: {e}")
@@ -334,8 +332,7 @@ class EngineController(QObject):
                     self.level.emit(float(min(1.0, np.sqrt(np.mean(b.samples ** 2)) * 4)) if len(b.samples) else 0.0)
                     yield b
 
-        self._transcriber = StreamingTranscriber(LevelSource(self._source), backend, vad, on_event,
-                                                 cfg.asr.min_chunk_s, cfg.asr.buffer_trim_s)
+        self._transcriber = self.rt.transcriber(LevelSource(self._source), on_event, use_vad=vad is not None)
         try:
             self._transcriber.run()
         except Exception as e:

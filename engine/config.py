@@ -72,6 +72,17 @@ class AsrConfig:
     compute_type: str = "int8"  # CTranslate2 compute type on CPU ("float16" on CUDA)
     device: str = "auto"  # "cpu", "cuda" or "auto"
     cpu_threads: int = 0  # 0 = all cores
+    # Length-scaled encoding (engine/whisper_window.py): the encoder sees the buffered audio plus a margin of
+    # silence, not a 30 s window; "padded" = the 30 s window (the baseline, and the guards' fallback)
+    encoder_window: str = "scaled"
+    encoder_margin_s: float = 4.0  # silence after the audio, seconds
+    encoder_min_s: float = 6.0  # shortest encoder window, seconds
+    # Decode guards (every method): token cap = guard_tokens_per_s * audio seconds + guard_tokens_base
+    guard_tokens_per_s: float = 6.0
+    guard_tokens_base: int = 24
+    guard_compression_ratio: float = 2.4  # gzip compression ratio above which a decode is a loop
+    guard_logprob: float = -1.0  # mean token log-prob below which a short-window decode is re-done padded
+    guard_no_speech: float = 0.6  # no-speech probability above which (with a low log-prob) a window is silence
     # CTC self-speculative decoding (ctc_self_speculative_asr.txt, Table 1)
     tau_ctc: float = 0.7
     tau_slm: float = 0.2
@@ -247,6 +258,20 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "asr.model_role": ("ASR model", "asr_target = Whisper base (multilingual), asr_draft = Whisper tiny.en (faster)."),
     "asr.min_chunk_s": ("Minimum new audio per update (s)", "whisper_streaming's min-chunk-size: new audio needed "
                         "before the utterance is re-decoded (LocalAgreement-2 commit policy)."),
+    "asr.encoder_window": ("Encoder window", "scaled = encode the buffered audio plus a margin of silence (cost "
+                           "grows with the audio, whisper.cpp's audio_ctx idea); padded = always a 30 s window "
+                           "(Whisper's training length, slow). Scaled decodes that fail a guard are redone padded."),
+    "asr.encoder_margin_s": ("Encoder margin (s)", "Silence appended after the audio in a scaled window: Whisper "
+                             "ends and punctuates better when it sees silence after the speech."),
+    "asr.encoder_min_s": ("Shortest encoder window (s)", "Scaled windows are never shorter than this."),
+    "asr.guard_tokens_per_s": ("Token cap per second", "Decode guard: at most this many tokens per second of "
+                               "audio (plus a constant); a decode that hits the cap is a loop."),
+    "asr.guard_compression_ratio": ("Loop guard: compression ratio", "A decode whose text compresses better than "
+                                    "this (gzip) is a repetition loop (Whisper's own fallback rule)."),
+    "asr.guard_logprob": ("Guard: mean log-prob", "A scaled-window decode below this mean token log-prob is redone "
+                          "on the padded window (Whisper's log-prob threshold)."),
+    "asr.guard_no_speech": ("Guard: no-speech probability", "With a low log-prob, a window above this no-speech "
+                            "probability is silence and gives no words (Whisper's rule)."),
     "asr.tau_ctc": ("τ_CTC", "CTC self-speculative decoding (ctc_self_speculative_asr.txt, Eq. 3): accept the CTC "
                     "draft without the decoder if every frame entropy is below τ_CTC. Not used by the 'ar' method."),
     "asr.tau_slm": ("τ_SLM", "CTC self-speculative decoding (Eq. 5): accept the draft in one decoder pass if every "
@@ -304,6 +329,7 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
 CHOICES: dict[str, tuple[str, ...]] = {
     "asr.method": ("ssd", "specasr", "ar", "ar_torch"),
     "asr.ssd_engine": ("ct2", "torch"),
+    "asr.encoder_window": ("scaled", "padded"),
     "asr.model_role": ("asr_target", "asr_draft"),
     "llm.answer_method": ("predgen", "cascade"),
     "llm.predgen_verifier": ("greedy", "top_k", "reflection", "biased"),
@@ -315,6 +341,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
 RANGES: dict[str, tuple[float, float]] = {
     "vad.threshold": (0.05, 0.95), "vad.min_silence_s": (0.1, 5.0), "vad.min_speech_s": (0.0, 2.0),
     "vad.speech_pad_s": (0.0, 1.0), "asr.min_chunk_s": (0.2, 5.0), "asr.tau_ctc": (0.0, 10.0),
+    "asr.encoder_margin_s": (0.0, 10.0), "asr.encoder_min_s": (1.0, 30.0), "asr.guard_tokens_per_s": (2.0, 20.0),
+    "asr.guard_tokens_base": (4, 200), "asr.guard_compression_ratio": (1.5, 10.0), "asr.guard_logprob": (-10.0, 0.0),
+    "asr.guard_no_speech": (0.0, 1.0),
     "asr.tau_slm": (0.0, 1.0), "asr.specasr_threshold": (0.0, 1.0), "asr.specasr_max_draft": (1, 64),
     "llm.predgen_top_k": (1, 50), "llm.predgen_tokens_per_update": (1, 64), "llm.predgen_speculation_threads": (0, 64),
     "llm.max_answer_tokens": (8, 2048), "caption.beta": (0.0, 1.0), "caption.mask_k": (0, 20),

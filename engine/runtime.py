@@ -85,6 +85,16 @@ class Runtime:
             return self._get(f"asr:specasr:{a.specasr_threshold}:{a.specasr_max_draft}:{a.specasr_tree}", build_spec)
         raise ValueError(f"unknown ASR method {a.method!r} (available: ssd, specasr, ar, ar_torch)")
 
+    def transcriber(self, source, emit, use_vad: bool = True):
+        """The streaming transcriber (capture → VAD → streaming ASR) over ``source`` with this configuration's
+        backend, VAD and update policy: what ``transcribe``/``assist``/``caption``, the GUI and the benchmarks
+        all run. ``emit`` receives the :mod:`engine.events` events (from the ASR thread); ``use_vad=False``: the
+        whole stream is one utterance (push-to-talk)."""
+        from .pipeline import StreamingTranscriber
+
+        a = self.cfg.asr
+        return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit, a.min_chunk_s, a.buffer_trim_s)
+
     def whisper_ssd(self, role: str | None = None):
         """Encoder (CTranslate2), CTC head and torch decoder of the ASR model role (shared by ssd/ar_torch/specasr);
         ``role="asr_draft"`` gives SpecASR's draft."""
