@@ -18,8 +18,9 @@ CONTEXT = 64
 
 @dataclass(frozen=True)
 class VadEvent:
-    """A speech boundary. ``kind`` is "start" or "end"; ``t`` is the audio time in seconds (start includes the
-    pre-roll pad; end is the last speech sample plus the pad)."""
+    """A speech boundary. ``kind`` is "start", "pause" (silence began inside speech and has lasted the pad: the
+    utterance ends at ``t`` unless speech resumes within ``min_silence_s``) or "end"; ``t`` is the audio time in
+    seconds (start includes the pre-roll pad; pause and end are the last speech sample plus the pad)."""
 
     kind: str
     t: float
@@ -37,7 +38,8 @@ class StreamingVAD:
     """
 
     def __init__(self, model_path: str | Path, threshold: float = 0.5, min_silence_s: float = 0.6,
-                 min_speech_s: float = 0.25, speech_pad_s: float = 0.2, sample_rate: int = 16000):
+                 min_speech_s: float = 0.25, speech_pad_s: float = 0.2, sample_rate: int = 16000,
+                 pause_s: float | None = None):
         from faster_whisper.vad import SileroVADModel
 
         if sample_rate != 16000:
@@ -47,6 +49,9 @@ class StreamingVAD:
         self.min_silence = int(min_silence_s * sample_rate)
         self.min_speech = int(min_speech_s * sample_rate)
         self.pad = int(speech_pad_s * sample_rate)
+        # a "pause" event (a possible end of speech) once the silence has lasted this long (default: the pad, so
+        # the audio up to the would-be end is available) — consumers can prepare the final transcript early
+        self.pause = int((speech_pad_s if pause_s is None else pause_s) * sample_rate)
         self.sr = sample_rate
         self.reset()
 
@@ -59,6 +64,7 @@ class StreamingVAD:
         self.in_speech = False
         self.candidate_start: int | None = None
         self.silence_start: int | None = None
+        self.pause_sent = False
         self.last_prob = 0.0
 
     def probs(self, chunks: np.ndarray) -> np.ndarray:
@@ -96,6 +102,11 @@ class StreamingVAD:
                 else:
                     if self.silence_start is None:
                         self.silence_start = pos
+                        self.pause_sent = False
+                    if not self.pause_sent and self.n - self.silence_start >= max(self.pause, CHUNK) \
+                            and self.n - self.silence_start < self.min_silence:
+                        self.pause_sent = True
+                        events.append(VadEvent("pause", (self.silence_start + self.pad) / self.sr))
                     if self.n - self.silence_start >= self.min_silence:
                         events.append(VadEvent("end", (self.silence_start + self.pad) / self.sr))
                         self.in_speech = False

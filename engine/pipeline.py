@@ -123,6 +123,7 @@ class StreamingTranscriber:
         utt_index = -1
         last_wall = time.monotonic()
         done = False
+        pause_at: float | None = None
         if self.vad is None:
             utt_index, proc, rec = self._start(0, 0.0, [])
         while not done:
@@ -147,6 +148,8 @@ class StreamingTranscriber:
                 elif kind == "start" and proc is None:
                     utt_index, proc, rec = self._start(utt_index + 1, item[1], ring)
                     pending_new = proc.audio_end - rec.t_start
+                elif kind == "pause" and proc is not None:
+                    pause_at = item[1]  # a possible end of speech: decode up to it now, the final may be ready
                 elif kind == "end" and proc is not None:
                     blk = item[2]
                     t_end = item[1]
@@ -155,7 +158,7 @@ class StreamingTranscriber:
                     rec.eos_wall = rec.vad_end_wall if blk is None else blk.wall - max(0.0, blk.t_end - t_end)
                     self.emit(SpeechEnded(rec.index, t_end, rec.eos_wall))
                     self._finish(proc, rec, t_end)
-                    proc, rec, pending_new = None, None, 0.0
+                    proc, rec, pending_new, pause_at = None, None, 0.0, None
                 elif kind == "error":
                     self.emit(Error("audio", f"audio input failed: {item[1]}"))
                 elif kind == "eof":
@@ -166,6 +169,11 @@ class StreamingTranscriber:
                 self.emit(SpeechEnded(rec.index, rec.t_end, rec.eos_wall))
                 self._finish(proc, rec)
                 proc = None
+            if proc is not None and pause_at is not None:
+                if proc.decoded_until < pause_at - 1e-3 and proc.audio_end >= pause_at - 1e-3:
+                    pending_new = 0.0
+                    self._update(proc, rec, until=pause_at)
+                pause_at = None
             if proc is not None and pending_new >= self.min_chunk_s:
                 pending_new = 0.0
                 self._update(proc, rec)
@@ -206,9 +214,9 @@ class StreamingTranscriber:
         self.emit(SpeechStarted(index, t_start_utt))
         return index, proc, rec
 
-    def _update(self, proc: OnlineASRProcessor, rec: UtteranceRecord) -> None:
+    def _update(self, proc: OnlineASRProcessor, rec: UtteranceRecord, until: float | None = None) -> None:
         try:
-            new, tentative = proc.process_iter()
+            new, tentative = proc.process_iter(until)
         except Exception as e:
             self.emit(Error("asr", f"transcription update failed: {type(e).__name__}: {e}"))
             return

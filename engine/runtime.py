@@ -46,7 +46,8 @@ class Runtime:
 
     def asr_backend(self):
         """The streaming ASR backend for ``cfg.asr.method``: "ssd" (CTC self-speculative, engine.ssd_asr),
-        "specasr" (engine.specasr), "ar" (faster-whisper) or "ar_torch" (plain greedy on SSD's torch decoder)."""
+        "specasr" (engine.specasr), "ar" (greedy on CTranslate2, the same window and guards as "ssd") or "ar_torch"
+        (plain greedy on SSD's torch decoder)."""
         a = self.cfg.asr
         if a.method == "ssd" and not self.whisper_ssd().head_matches():
             # the CTC draft head belongs to the encoder it was trained on (Whisper base); another ASR model
@@ -55,22 +56,21 @@ class Runtime:
 
             logging.getLogger(__name__).warning("no CTC head for %s: SSD falls back to AR decoding", a.model_role)
             a = dataclasses.replace(a, method="ar")
-        if a.method == "ar":
-            def build():
-                from .streaming_asr import FasterWhisperBackend
+        if a.method in ("ar", "ssd") and (a.method == "ar" or a.ssd_engine == "ct2"):
+            def build_ct2():
+                from .ssd_asr import SSDCT2Backend
 
-                m = self.model(a.model_role)
-                return FasterWhisperBackend(m.path, device=a.device, compute_type=a.compute_type,
-                                            cpu_threads=a.cpu_threads, language=a.language, beam_size=a.beam_size)
+                return SSDCT2Backend(self.whisper_ssd(), a.tau_ctc, a.tau_slm, speculate=a.method == "ssd",
+                                     window=self.window_policy(), guard=self.decode_guard())
 
-            return self._get(f"asr:ar:{a.model_role}", build)
+            return self._get(f"asr:{a.method}:ct2:{a.model_role}:{a.tau_ctc}:{a.tau_slm}:{self.window_policy()}:{self.decode_guard()}",
+                             build_ct2)
         if a.method in ("ssd", "ar_torch"):
             def build_ssd():
-                from .ssd_asr import SSDBackend, SSDCT2Backend
+                from .ssd_asr import SSDBackend
 
-                if a.method == "ssd" and a.ssd_engine == "ct2":
-                    return SSDCT2Backend(self.whisper_ssd(), a.tau_ctc, a.tau_slm)
-                return SSDBackend(self.whisper_ssd(), a.tau_ctc, a.tau_slm, method=a.method, rejoin=a.ssd_rejoin)
+                return SSDBackend(self.whisper_ssd(), a.tau_ctc, a.tau_slm, method=a.method, rejoin=a.ssd_rejoin,
+                                  guard=self.decode_guard())
 
             return self._get(f"asr:{a.method}:{a.model_role}:{a.tau_ctc}:{a.tau_slm}:{a.ssd_rejoin}:{a.ssd_engine}",
                              build_ssd)
@@ -80,9 +80,10 @@ class Runtime:
 
                 return SpecASRBackend(self.whisper_ssd(), self.whisper_ssd("asr_draft"),
                                       threshold=a.specasr_threshold, max_draft=a.specasr_max_draft,
-                                      tree=a.specasr_tree)
+                                      tree=a.specasr_tree, guard=self.decode_guard())
 
-            return self._get(f"asr:specasr:{a.specasr_threshold}:{a.specasr_max_draft}:{a.specasr_tree}", build_spec)
+            return self._get(f"asr:specasr:{a.specasr_threshold}:{a.specasr_max_draft}:{a.specasr_tree}:"
+                             f"{self.window_policy()}:{self.decode_guard()}", build_spec)
         raise ValueError(f"unknown ASR method {a.method!r} (available: ssd, specasr, ar, ar_torch)")
 
     def transcriber(self, source, emit, use_vad: bool = True):
@@ -95,6 +96,21 @@ class Runtime:
         a = self.cfg.asr
         return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit, a.min_chunk_s, a.buffer_trim_s)
 
+    def window_policy(self):
+        """The encoder window of ``asr.encoder_window`` / ``encoder_margin_s`` / ``encoder_min_s``."""
+        from .whisper_window import WindowPolicy
+
+        a = self.cfg.asr
+        return WindowPolicy(a.encoder_window, a.encoder_margin_s, a.encoder_min_s)
+
+    def decode_guard(self):
+        """The decode guards of the ``asr.guard_*`` settings."""
+        from .whisper_window import DecodeGuard
+
+        a = self.cfg.asr
+        return DecodeGuard(a.guard_tokens_per_s, a.guard_tokens_base, a.guard_compression_ratio, a.guard_logprob,
+                           a.guard_no_speech)
+
     def whisper_ssd(self, role: str | None = None):
         """Encoder (CTranslate2), CTC head and torch decoder of the ASR model role (shared by ssd/ar_torch/specasr);
         ``role="asr_draft"`` gives SpecASR's draft."""
@@ -106,7 +122,7 @@ class Runtime:
 
             dev = None if a.device == "auto" else a.device
             return WhisperSSD(self.model(role).path, device=dev, compute_type=a.compute_type,
-                              cpu_threads=a.cpu_threads, language=a.language)
+                              cpu_threads=a.cpu_threads, language=a.language, window=self.window_policy())
 
         return self._get(f"whisper_ssd:{role}", build)
 

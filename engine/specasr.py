@@ -419,26 +419,48 @@ class SpecASRBackend:
     name = "specasr"
 
     def __init__(self, target, draft, threshold: float = 0.4, max_draft: int = 24, tree: bool = True,
-                 method: str | None = None):
+                 method: str | None = None, guard=None):
+        from .ssd_asr import SSDCT2Backend
+        from .whisper_window import DecodeGuard, WindowPolicy
+
         self.target = target
         self.draft = draft
         self.spec = SpecASR(target.whisper, draft, threshold, max_draft)
         self.method = method or ("tree" if tree else "recycling")
         if self.method not in SPEC_METHODS or self.method == "ctc_draft":
             raise ValueError(f"unknown SpecASR method {self.method!r}")
+        self.guard = guard or DecodeGuard()
+        # a decode that fails a guard is redone greedily on the padded 30 s window (as the SSD/AR backend does)
+        self._padded = SSDCT2Backend(target, speculate=False, window=WindowPolicy("padded"), guard=self.guard)
 
     def transcribe(self, audio: np.ndarray, prompt: str = ""):
-        from .ssd_asr import segment_ends
+        """Decode ``audio`` (float32 16 kHz, any length; longer than one window: in pieces) after ``prompt``:
+        the target's encoder window (length-scaled by default), SpecASR with the guard's token cap, and the
+        padded-window fallback when a guard fails."""
+        from .ssd_asr import segment_ends, transcribe_in_pieces
         from .streaming_asr import BackendResult
 
-        audio = np.asarray(audio, np.float32)[: 30 * 16000]
+        audio = np.asarray(audio, np.float32)
+        if len(audio) > self.target.window.max_audio_s * 16000:
+            return transcribe_in_pieces(self, audio, prompt, self.target.window.max_audio_s)
+        audio_s = len(audio) / 16000
         t0 = time.perf_counter()
         sv, enc = self.target.encode(audio)
         t_enc = time.perf_counter() - t0
         r = self.spec.decode(audio, enc, self.target.prompt(prompt), self.method,
-                             draft_prompt=self.draft.prompt(prompt))
-        t1 = time.perf_counter()
-        words = self.target.words(r["tokens"], sv, len(audio))
+                             draft_prompt=self.draft.prompt(prompt), max_new=self.guard.token_cap(audio_s))
+        verdict = self.guard.check(r["tokens"], r["text"], audio_s)
         stats = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k not in ("tokens", "text")}
-        stats.update(tokens=len(r["tokens"]), encode_s=round(t_enc, 4), align_s=round(time.perf_counter() - t1, 4))
+        stats.update(tokens=len(r["tokens"]), encode_s=round(t_enc, 4), guard=verdict.reason, fallback=0,
+                     window_s=self.target.window.n_frames(len(audio)) / 100)
+        if not verdict.ok and self.target.window.mode == "scaled":
+            fb = self._padded.transcribe(audio, prompt)
+            stats.update(fallback=1, guard_after_fallback=fb.stats.get("guard", ""),
+                         encode_s=round(t_enc + fb.stats["encode_s"], 4),
+                         decode_s=round(stats.get("decode_s", 0.0) + fb.stats["decode_s"], 4))
+            return BackendResult(fb.words, fb.segment_ends, stats)
+        toks = r["tokens"] if verdict.ok else self.guard.cut(r["tokens"], audio_s)
+        t1 = time.perf_counter()
+        words = self.target.words(toks, sv, len(audio))
+        stats.update(align_s=round(time.perf_counter() - t1, 4))
         return BackendResult(words, segment_ends(words), stats)

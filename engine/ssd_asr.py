@@ -29,6 +29,7 @@ import numpy as np
 from .ctc_draft import CTCDraft
 from .events import Word
 from .streaming_asr import SAMPLE_RATE, BackendResult
+from .whisper_window import DecodeGuard, WindowPolicy, log_mel, split_point
 
 PRESETS = {"high_accuracy": (0.7, 0.2), "high_rtfx": (3.0, 0.1)}
 
@@ -212,24 +213,34 @@ class WhisperSSD:
     """
 
     def __init__(self, model_dir: str | Path, head_dir: str | Path | None = None, device: str | None = None,
-                 compute_type: str = "int8", cpu_threads: int = 0, language: str = "en"):
+                 compute_type: str = "int8", cpu_threads: int = 0, language: str = "en",
+                 window: WindowPolicy | None = None):
         import torch
         from faster_whisper import WhisperModel
         from faster_whisper.tokenizer import Tokenizer
-
-        from .whisper_torch import TorchWhisper
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if device == "cuda" and compute_type == "int8":
             compute_type = "float16"
         self.device = device
+        self.model_dir = model_dir
         self.fw = WhisperModel(str(model_dir), device=device, compute_type=compute_type, cpu_threads=cpu_threads)
-        self.whisper = TorchWhisper(model_dir, device=device)
+        self._whisper = None
         self._head_dir = head_dir
         self._head = None
+        self.window = window or WindowPolicy()
         self.language = language if self.fw.model.is_multilingual else None
         self.tok = Tokenizer(self.fw.hf_tokenizer, self.fw.model.is_multilingual, task="transcribe",
                              language=self.language)
+
+    @property
+    def whisper(self):
+        """The torch port of the same weights (decoder with KV-cache control), loaded on first use."""
+        if self._whisper is None:
+            from .whisper_torch import TorchWhisper
+
+            self._whisper = TorchWhisper(self.model_dir, device=self.device)
+        return self._whisper
 
     @property
     def head(self):
@@ -248,17 +259,22 @@ class WhisperSSD:
         except FileNotFoundError:
             return False
 
-    def encode(self, audio: np.ndarray):
-        """float32 16 kHz (n ≤ 480000) → (CTranslate2 StorageView, torch (1, 1500, d_model) float)."""
+    def encode(self, audio: np.ndarray, n_frames: int | None = None):
+        """Encode float32 16 kHz audio (n ≤ 480000 samples) in a window of ``n_frames`` mel frames (default: this
+        model's :class:`~engine.whisper_window.WindowPolicy`; 3000 = the padded 30 s window).
+
+        Returns:
+            (CTranslate2 StorageView (1, n_frames / 2, d_model), torch float tensor of the same values).
+        """
         import torch
 
-        audio = np.asarray(audio, np.float32)[: 30 * SAMPLE_RATE]
-        feats = self.fw.feature_extractor(audio, padding=30 * SAMPLE_RATE - len(audio))[:, :3000]
-        sv = self.fw.encode(feats)
+        audio = np.asarray(audio, np.float32)
+        n_frames = self.window.n_frames(len(audio)) if n_frames is None else n_frames
+        sv = self.fw.encode(log_mel(self.fw.feature_extractor, audio, n_frames))
         if self.device == "cuda":
-            t = torch.as_tensor(sv, device="cuda").to(self.whisper.dtype)
+            t = torch.as_tensor(sv, device="cuda").half()  # the torch port runs in fp16 on CUDA
         else:
-            t = torch.from_numpy(np.asarray(sv)).to(self.whisper.dtype)
+            t = torch.from_numpy(np.asarray(sv)).float()
         return sv, t
 
     def prompt(self, previous_text: str = "") -> list[int]:
@@ -282,6 +298,23 @@ class WhisperSSD:
         return [Word(float(a["start"]), float(a["end"]), a["word"]) for a in al if a["word"]]
 
 
+def transcribe_in_pieces(backend, audio: np.ndarray, prompt: str, max_s: float) -> BackendResult:
+    """Decode audio longer than one window with ``backend.transcribe``: cut at the quietest moment before
+    ``max_s`` seconds (:func:`engine.whisper_window.split_point`), decode the first piece, then the rest (split
+    again if needed) prompted with the text so far. Word times are relative to the start of ``audio``; numeric
+    stats are summed, ``pieces`` counts the windows."""
+    cut = split_point(audio, max_s)
+    first = backend.transcribe(audio[:cut], prompt)
+    text = "".join(w.text for w in first.words).strip()
+    rest = backend.transcribe(audio[cut:], (prompt + " " + text).strip()[-400:])
+    off = cut / SAMPLE_RATE
+    words = list(first.words) + [Word(w.start + off, w.end + off, w.text) for w in rest.words]
+    stats = {k: (v + rest.stats.get(k, 0) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                 and isinstance(rest.stats.get(k, 0), (int, float)) else v) for k, v in first.stats.items()}
+    stats["pieces"] = first.stats.get("pieces", 1) + rest.stats.get("pieces", 1)
+    return BackendResult(words, segment_ends(words), stats)
+
+
 def segment_ends(words: list[Word]) -> list[float]:
     """Sentence ends (words ending in . ? !) and the last word end, for the streaming buffer trimming."""
     ends = [w.end for w in words if w.text.rstrip().endswith((".", "?", "!"))]
@@ -300,7 +333,8 @@ class SSDBackend:
     """
 
     def __init__(self, model: WhisperSSD, tau_ctc: float = 0.7, tau_slm: float = 0.2, method: str = "ssd",
-                 use_previous: bool = True, rejoin: bool = True):
+                 use_previous: bool = True, rejoin: bool = True, guard: DecodeGuard | None = None):
+        self.guard = guard or DecodeGuard()
         if method not in ("ssd", "ar_torch"):
             raise ValueError(f"SSDBackend method must be 'ssd' or 'ar_torch', not {method!r}")
         self.m = model
@@ -311,15 +345,22 @@ class SSDBackend:
         self.counts = {"ctc": 0, "verified": 0, "fallback": 0, "ar": 0}
 
     def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
-        audio = np.asarray(audio, np.float32)[: 30 * SAMPLE_RATE]
+        """Decode ``audio`` (float32 16 kHz, any length; longer than one window: in pieces) after ``prompt``, in
+        the model's encoder window, with the token cap of :attr:`guard`; a loop is cut at its first repetition."""
+        audio = np.asarray(audio, np.float32)
+        if len(audio) > self.m.window.max_audio_s * SAMPLE_RATE:
+            self._prev = None
+            return transcribe_in_pieces(self, audio, prompt, self.m.window.max_audio_s)
         t0 = time.perf_counter()
         sv, enc = self.m.encode(audio)
         t_enc = time.perf_counter() - t0
         p = self.m.prompt(prompt)
         n_frames = int(np.ceil(len(audio) / 320))
+        cap = self.guard.token_cap(len(audio) / SAMPLE_RATE)
+        self.decoder.max_new = cap
         if self.name == "ar_torch":
             t1 = time.perf_counter()
-            r = self.m.whisper.greedy(enc, p)
+            r = self.m.whisper.greedy(enc, p, max_new=cap)
             res = SSDResult(r.tokens, r.text, "ar", n_forward=r.n_forward, decode_s=time.perf_counter() - t1)
         else:
             t1 = time.perf_counter()
@@ -331,6 +372,12 @@ class SSDBackend:
                 prev = self._prev[2]
             res = self.decoder.decode(enc, p, merge_drafts(prev, d.text), d.max_entropy, d.text)
             res.ctc_s = ctc_s
+        verdict = self.guard.check(res.tokens, res.text, len(audio) / SAMPLE_RATE)
+        if not verdict.ok:
+            toks = self.guard.cut(res.tokens, len(audio) / SAMPLE_RATE)
+            res = SSDResult(toks, self.m.whisper.tokenizer.decode(toks).strip(), res.stage, res.draft_tokens,
+                            res.accepted, res.n_forward, res.decode_s, res.ctc_s, res.max_entropy)
+        if self.name != "ar_torch":
             self._prev = (key, len(audio), res.text)
         self.counts[res.stage] += 1
         t2 = time.perf_counter()
@@ -338,14 +385,17 @@ class SSDBackend:
         stats = {"tokens": len(res.tokens), "stage": res.stage, "n_forward": res.n_forward,
                  "accepted": res.accepted, "draft_tokens": len(res.draft_tokens), "encode_s": round(t_enc, 4),
                  "decode_s": round(res.decode_s, 4), "ctc_s": round(res.ctc_s, 4),
-                 "align_s": round(time.perf_counter() - t2, 4), "max_entropy": round(res.max_entropy, 3)}
+                 "align_s": round(time.perf_counter() - t2, 4), "max_entropy": round(res.max_entropy, 3),
+                 "guard": verdict.reason, "window_s": self.m.window.n_frames(len(audio)) / 100}
         return BackendResult(words, segment_ends(words), stats)
 
 
 class SSDCT2Backend:
     """SSD for the live streaming path, on CTranslate2's int8 decoder (what faster-whisper runs).
 
-    The same three steps as :class:`SSDDecoder`, with CTranslate2 calls instead of the torch decoder:
+    With ``speculate=False`` it is the plain greedy AR backend (``asr.method=ar``): the same encoder window, guards
+    and calls without a draft. The same three steps as :class:`SSDDecoder`, with CTranslate2 calls instead of the
+    torch decoder:
     Eq. 5's per-token probabilities p(ŷ_i | ŷ_<i, x) come from ``Whisper.align`` — ONE batched decoder pass that
     also yields the word timestamps every update needs anyway — and Eq. 6 continues greedy AR from the longest
     verified prefix with ``generate`` (the prefix is re-read in one batched pass; CTranslate2 keeps no KV cache
@@ -354,11 +404,12 @@ class SSDCT2Backend:
     :class:`SSDBackend`.
     """
 
-    name = "ssd"
-
     def __init__(self, model: WhisperSSD, tau_ctc: float = 0.7, tau_slm: float = 0.2, use_previous: bool = True,
-                 speculate: bool = True):
+                 speculate: bool = True, window: WindowPolicy | None = None, guard: DecodeGuard | None = None):
         self.m = model
+        self.name = "ssd" if speculate else "ar"
+        self.window = window or WindowPolicy()
+        self.guard = guard or DecodeGuard()
         self.tau_ctc, self.tau_slm = float(tau_ctc), float(tau_slm)
         self.use_previous = use_previous
         self.speculate = speculate  # False: the same calls without a draft = its greedy AR baseline (benchmark)
@@ -386,46 +437,105 @@ class SSDCT2Backend:
         return [Word(a["start"], a["end"], a["word"]) for a in al if a["word"]]
 
     def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
+        """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt``.
+
+        The encoder sees the audio in a window of ``self.window`` (length-scaled by default); the decode passes
+        :attr:`guard` or is redone once greedily on the padded 30 s window; a loop that survives is cut at its
+        first repetition and a silent window gives no words. Audio longer than ``window.max_audio_s`` is cut at its
+        quietest moment and decoded piece by piece, the next piece prompted with the previous piece's text.
+
+        Returns:
+            words (seconds from the start of ``audio``), segment ends, and ``stats`` (``encode_s``, ``decode_s``,
+            ``ctc_s``, ``align_s``, ``stage``, ``accepted``, ``draft_tokens``, ``n_forward``, ``window_s``,
+            ``guard`` (the failed check or ""), ``fallback`` (padded re-decodes), ``pieces``).
+        """
+        audio = np.asarray(audio, np.float32)
+        if len(audio) > self.window.max_audio_s * SAMPLE_RATE:
+            return self._transcribe_long(audio, prompt)
+        n = len(audio)
+        audio_s = n / SAMPLE_RATE
+        r = self._decode_window(audio, prompt, self.window.n_frames(n), self.speculate)
+        stats = dict(r.stats)
+        verdict = self.guard.check(r.tokens, r.text, audio_s, r.avg_logprob, r.no_speech_prob)
+        stats["guard"] = verdict.reason
+        stats["fallback"] = 0
+        if not verdict.ok and verdict.reason != "no_speech" and self.window.mode == "scaled":
+            # Whisper was trained on 30 s windows: redo this decode on the padded window, greedily
+            r2 = self._decode_window(audio, prompt, 3000, False)
+            stats["fallback"] = 1
+            for k in ("encode_s", "decode_s", "align_s", "n_forward"):
+                stats[k] = round(stats[k] + r2.stats[k], 4) if isinstance(stats[k], float) else stats[k] + r2.stats[k]
+            v2 = self.guard.check(r2.tokens, r2.text, audio_s, r2.avg_logprob, r2.no_speech_prob)
+            if v2.ok or v2.reason == "no_speech" or (v2.reason == "logprob" and verdict.reason != "logprob") \
+                    or (v2.reason == verdict.reason == "logprob" and r2.avg_logprob > r.avg_logprob):
+                r, verdict = r2, v2
+            stats["guard_after_fallback"] = v2.reason
+        if verdict.reason == "no_speech":
+            r = _WindowDecode([], "", [], None, r.stats, r.avg_logprob, r.no_speech_prob)
+        elif verdict.reason in ("cap", "loop", "compression"):
+            toks = self.guard.cut(r.tokens, audio_s)
+            r = _WindowDecode(toks, self.m.tok.decode(toks).strip(), None, r.sv, r.stats, r.avg_logprob,
+                              r.no_speech_prob)
+        t3 = time.perf_counter()
+        words = r.words if r.words is not None else self.m.words(r.tokens, r.sv, n)
+        self._prev = (audio[:1600].tobytes(), n, r.text)
+        stats["align_s"] = round(stats.get("align_s", 0.0) + time.perf_counter() - t3, 4)
+        stats["tokens"] = len(r.tokens)
+        stats["pieces"] = 1
+        return BackendResult(words, segment_ends(words), stats)
+
+    def _transcribe_long(self, audio: np.ndarray, prompt: str) -> BackendResult:
+        self._prev = None  # the pieces start differently from the growing buffer
+        res = transcribe_in_pieces(self, audio, prompt, self.window.max_audio_s)
+        self._prev = None
+        return res
+
+    def _decode_window(self, audio: np.ndarray, prompt: str, n_frames: int, speculate: bool) -> "_WindowDecode":
+        """One encoder window and one decode (SSD Eq. 3/5/6, or greedy AR when ``speculate`` is False)."""
         import torch
 
-        audio = np.asarray(audio, np.float32)[: 30 * SAMPLE_RATE]
         n = len(audio)
         t0 = time.perf_counter()
-        feats = self.m.fw.feature_extractor(audio, padding=30 * SAMPLE_RATE - n)[:, :3000]
-        sv = self.m.fw.encode(feats)
+        sv = self.m.fw.encode(log_mel(self.m.fw.feature_extractor, audio, n_frames))
         t_enc = time.perf_counter() - t0
         t1 = time.perf_counter()
-        enc = torch.as_tensor(np.asarray(sv)) if self.m.device == "cpu" else torch.as_tensor(sv, device="cuda")
-        if self.speculate:
+        if speculate:
+            enc = torch.as_tensor(np.asarray(sv)) if self.m.device == "cpu" else torch.as_tensor(sv, device="cuda")
             d = self.m.head.draft(enc.float(), int(np.ceil(n / 320)))
         else:
             d = CTCDraft("", 0.0, np.zeros(0, np.float32), np.zeros((0, 0), np.float32))
         ctc_s = time.perf_counter() - t1
         key = audio[:1600].tobytes()
         prev = ""
-        if self.use_previous and self._prev and self._prev[0] == key and self._prev[1] <= n:
+        if speculate and self.use_previous and self._prev and self._prev[0] == key and self._prev[1] <= n:
             prev = self._prev[2]
         t2 = time.perf_counter()
         tok = self.m.tok
         p = self.m.prompt(prompt)
+        cap = self.guard.token_cap(n / SAMPLE_RATE)
         n_forward = 0
         words = None
+        avg_lp = no_speech = None
         if d.text.strip() and d.max_entropy < self.tau_ctc:  # Eq. 3 (no draft text without speculation)
-            stage, toks, draft = "ctc", tok.encode(" " + d.text.strip()), []
+            stage, toks, draft = "ctc", tok.encode(" " + d.text.strip())[:cap], []
             acc = len(toks)
         else:
-            draft_text = merge_drafts(prev, d.text) if self.speculate else ""
-            draft = tok.encode(" " + draft_text.strip())[:200] if draft_text.strip() else []
+            draft_text = merge_drafts(prev, d.text) if speculate else ""
+            draft = tok.encode(" " + draft_text.strip())[:cap] if draft_text.strip() else []
             j = 0
             res = None
+            lp_prefix = 0.0
             if draft:
                 res = self.m.fw.model.align(sv, list(tok.sot_sequence), [draft], n // 160)[0]  # Eq. 5, one pass
                 n_forward += 1
                 probs = list(res.text_token_probs)
                 j = next((i for i, q in enumerate(probs) if q <= self.tau_slm), len(draft))
+                lp_prefix = float(np.sum(np.log(np.maximum(probs[:j], 1e-12))))
             # Eq. 6: greedy AR from the longest verified prefix (ends at once when the prefix is complete)
-            g = self.m.fw.model.generate(sv, [p + draft[:j]], beam_size=1, max_length=448,
-                                         suppress_blank=j == 0)[0]
+            prefix = p + draft[:j]
+            g = self.m.fw.model.generate(sv, [prefix], beam_size=1,
+                                         max_length=min(448, len(prefix) + max(1, cap - j) + 1),
+                                         suppress_blank=j == 0, return_scores=True, return_no_speech_prob=True)[0]
             cont = [t for t in g.sequences_ids[0] if t < tok.eot]
             if j and cont[:j] == draft[:j]:  # CTranslate2 returns the forced prefix too
                 cont = cont[j:]
@@ -435,15 +545,25 @@ class SSDCT2Backend:
             stage = "ar" if not draft else ("verified" if j == len(draft) else "fallback")
             if res is not None and not cont and j == len(draft):
                 words = self._words_from(res, toks)
+            n_gen = len(cont) + 1
+            avg_lp = (lp_prefix + float(g.scores[0]) * n_gen) / (j + n_gen)
+            no_speech = float(g.no_speech_prob)
         decode_s = time.perf_counter() - t2
         self.counts[stage] += 1
-        t3 = time.perf_counter()
-        if words is None:
-            words = self.m.words(toks, sv, n)
-        text = tok.decode(toks).strip()
-        self._prev = (key, n, text)
-        stats = {"tokens": len(toks), "stage": stage, "n_forward": n_forward, "accepted": acc,
-                 "draft_tokens": len(draft), "encode_s": round(t_enc, 4), "decode_s": round(decode_s, 4),
-                 "ctc_s": round(ctc_s, 4), "align_s": round(time.perf_counter() - t3, 4),
-                 "max_entropy": round(d.max_entropy, 3)}
-        return BackendResult(words, segment_ends(words), stats)
+        stats = {"stage": stage, "n_forward": n_forward, "accepted": acc, "draft_tokens": len(draft),
+                 "encode_s": round(t_enc, 4), "decode_s": round(decode_s, 4), "ctc_s": round(ctc_s, 4),
+                 "align_s": 0.0, "max_entropy": round(d.max_entropy, 3), "window_s": n_frames / 100,
+                 "avg_logprob": None if avg_lp is None else round(avg_lp, 3),
+                 "no_speech_prob": None if no_speech is None else round(no_speech, 3)}
+        return _WindowDecode(toks, tok.decode(toks).strip(), words, sv, stats, avg_lp, no_speech)
+
+
+@dataclass
+class _WindowDecode:
+    tokens: list[int]
+    text: str
+    words: list[Word] | None  # from the verification pass when it covered every token, else None
+    sv: object  # the encoder output (for word alignment)
+    stats: dict
+    avg_logprob: float | None
+    no_speech_prob: float | None

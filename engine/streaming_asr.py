@@ -185,19 +185,24 @@ class OnlineASRProcessor:
         outside = [w for w in self.committed if w.end <= self.buffer_time_offset]
         return (self.context + join_words(outside))[-200:]
 
-    def process_iter(self) -> tuple[list[Word], list[Word]]:
-        """Re-decode the buffer. Returns (newly committed words, current tentative words)."""
-        if len(self.audio) < SAMPLE_RATE * 0.1:
+    def process_iter(self, until: float | None = None) -> tuple[list[Word], list[Word]]:
+        """Re-decode the buffer (up to the audio time ``until``, seconds, if given: e.g. the end of speech at a
+        VAD pause, so the final transcript may be ready when the VAD confirms the end). Returns (newly committed
+        words, current tentative words)."""
+        audio = self.audio
+        if until is not None:
+            audio = audio[: max(int(round((until - self.buffer_time_offset) * SAMPLE_RATE)), int(SAMPLE_RATE * 0.1))]
+        if len(audio) < SAMPLE_RATE * 0.1:
             return [], self.hyp.complete()
         t0 = time.perf_counter()
-        res = self.backend.transcribe(self.audio, self.prompt())
-        self.decoded_until = self.audio_end
+        res = self.backend.transcribe(audio, self.prompt())
+        self.decoded_until = self.buffer_time_offset + len(audio) / SAMPLE_RATE
         self.hyp.insert(res.words, self.buffer_time_offset)
         new = self.hyp.flush()
         self.committed.extend(new)
         if len(self.audio) / SAMPLE_RATE > self.buffer_trim_s:
             self._chunk_completed_segment(res.segment_ends)
-        self.updates.append(UpdateStats(time.perf_counter() - t0, len(self.audio) / SAMPLE_RATE, len(new), res.stats))
+        self.updates.append(UpdateStats(time.perf_counter() - t0, len(audio) / SAMPLE_RATE, len(new), res.stats))
         return new, self.hyp.complete()
 
     def _chunk_completed_segment(self, ends: list[float]) -> None:
@@ -225,7 +230,7 @@ class OnlineASRProcessor:
         came after it), that hypothesis is final and no decode is needed; otherwise the remaining buffer is decoded
         once more."""
         tail: list[Word] = []
-        if speech_end is not None and self.updates and self.decoded_until >= speech_end:
+        if speech_end is not None and self.updates and self.decoded_until >= speech_end - 1e-3:
             tail = self.hyp.complete()
             self.final_decodes_skipped += 1
         elif len(self.audio) >= SAMPLE_RATE * 0.1:

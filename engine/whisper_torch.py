@@ -199,20 +199,41 @@ class TorchWhisper:
             seq.append(t.no_timestamps)
         return seq
 
-    def log_mel(self, audio: np.ndarray):
-        """audio float32 (n_samples,) at 16 kHz, <= 30 s → torch (1, n_mels, 3000)."""
+    def log_mel(self, audio: np.ndarray, n_frames: int = 3000):
+        """audio float32 (n_samples,) at 16 kHz, ≤ n_frames · 160 samples → torch (1, n_mels, n_frames); 3000 =
+        the padded 30 s window (see :func:`engine.whisper_window.log_mel`)."""
         import torch
 
-        audio = np.asarray(audio, dtype=np.float32)[:N_SAMPLES]
-        feats = self.features(audio, padding=N_SAMPLES - audio.shape[0])[:, :3000]
-        return torch.from_numpy(np.ascontiguousarray(feats))[None].to(self.device, self.dtype)
+        from .whisper_window import log_mel
 
-    def encode(self, audio: np.ndarray):
-        """Encoder output (1, 1500, d_model) for ≤ 30 s of 16 kHz audio."""
+        audio = np.asarray(audio, dtype=np.float32)[: n_frames * 160]
+        feats = log_mel(self.features, audio, n_frames)
+        return torch.from_numpy(feats)[None].to(self.device, self.dtype)
+
+    def encode(self, audio: np.ndarray, n_frames: int = 3000):
+        """Encoder output (1, n_frames / 2, d_model) for ≤ 30 s of 16 kHz audio in a window of ``n_frames`` mel
+        frames (even, ≤ 3000). A shorter window slices the sinusoidal position table ``embed_positions`` (the
+        first n_frames / 2 positions, as whisper.cpp's ``audio_ctx``); 3000 is transformers' own forward.
+
+        Raises:
+            ValueError: n_frames odd or outside 2..3000.
+        """
         import torch
 
+        if n_frames % 2 or not 2 <= n_frames <= 3000:
+            raise ValueError(f"n_frames must be even and in 2..3000, not {n_frames}")
+        x = self.log_mel(audio, n_frames)
+        enc = self.model.model.encoder
         with torch.inference_mode():
-            return self.model.model.encoder(self.log_mel(audio)).last_hidden_state
+            if n_frames == 3000:
+                return enc(x).last_hidden_state
+            h = torch.nn.functional.gelu(enc.conv1(x))
+            h = torch.nn.functional.gelu(enc.conv2(h)).permute(0, 2, 1)
+            h = h + enc.embed_positions.weight[: h.shape[1]]
+            for layer in enc.layers:
+                out = layer(h, None)
+                h = out[0] if isinstance(out, tuple) else out
+            return enc.layer_norm(h)
 
     def decoder(self, encoder_out) -> WhisperDecoderLM:
         return WhisperDecoderLM(self, encoder_out)

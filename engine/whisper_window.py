@@ -1,0 +1,202 @@
+"""Length-scaled Whisper encoding, decode guards, and splitting of audio longer than one window.
+
+Whisper's encoder is trained on 30 s windows (3000 mel frames → 1500 encoder frames), and faster-whisper pads
+every input to that length; a streaming update over 3 s of buffered audio then pays for 30 s. The CTranslate2
+encoder (and the torch port, by slicing ``embed_positions``) accepts fewer frames, so the cost follows the audio
+(whisper.cpp's ``audio_ctx`` does the same). Whisper was never trained on short contexts, though: without silence
+after the speech the decoder ends late, repeats or drops words. :class:`WindowPolicy` therefore encodes the
+audio plus a *margin of silence* (default 4 s) and never less than ``min_s`` (default 6 s); :class:`DecodeGuard`
+checks every decode (token cap, repetition, compression ratio, mean log-prob, no-speech probability) and the
+backend redoes a failed short-window decode on the padded 30 s window once; a loop that survives that is cut at
+its first repetition, never emitted. :func:`split_point` cuts audio longer than one window at its quietest
+moment so nothing is truncated.
+
+Units: audio is float32 mono at 16 kHz; mel frames are 10 ms (160 samples); encoder frames 20 ms.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+SAMPLE_RATE = 16000
+HOP = 160  # samples per mel frame (10 ms)
+MAX_FRAMES = 3000  # mel frames in Whisper's 30 s window
+MAX_WINDOW_S = MAX_FRAMES * HOP / SAMPLE_RATE  # 30.0
+
+
+@dataclass(frozen=True)
+class WindowPolicy:
+    """How many mel frames the encoder sees for ``n`` samples of audio.
+
+    Attributes:
+        mode: "scaled" (audio + margin, at least ``min_s``, rounded up to ``bucket_s``) or "padded" (always 30 s).
+        margin_s: seconds of silence after the audio (scaled mode).
+        min_s: shortest window, seconds (scaled mode; ≥ 2 s keeps clear of the 80-encoder-frame case).
+        bucket_s: window lengths are rounded up to a multiple of this (seconds).
+        max_audio_s: the longest audio one window decodes; longer audio is split (:func:`split_point`), seconds.
+    """
+
+    mode: str = "scaled"
+    margin_s: float = 4.0
+    min_s: float = 6.0
+    bucket_s: float = 0.5
+    max_audio_s: float = 28.0
+
+    def __post_init__(self):
+        if self.mode not in ("scaled", "padded"):
+            raise ValueError(f"encoder window mode must be 'scaled' or 'padded', not {self.mode!r}")
+
+    def n_frames(self, n_samples: int) -> int:
+        """Mel frames (even, ≤ 3000) for ``n_samples`` of audio; 3000 in padded mode.
+
+        Raises:
+            ValueError: more audio than one 30 s window holds.
+        """
+        if n_samples > MAX_FRAMES * HOP:
+            raise ValueError(f"{n_samples / SAMPLE_RATE:.1f} s of audio do not fit one 30 s encoder window")
+        if self.mode == "padded":
+            return MAX_FRAMES
+        seconds = max(n_samples / SAMPLE_RATE + self.margin_s, self.min_s, 2.0)
+        seconds = math.ceil(seconds / self.bucket_s - 1e-9) * self.bucket_s
+        frames = int(round(seconds * SAMPLE_RATE / HOP))
+        frames += frames % 2
+        if frames == 160:  # 80 encoder frames: a known bad case of some Whisper builds
+            frames = 162
+        return min(MAX_FRAMES, frames)
+
+
+def log_mel(feature_extractor, audio: np.ndarray, n_frames: int) -> np.ndarray:
+    """Whisper log-mel features of ``audio`` followed by zeros, exactly ``n_frames`` frames.
+
+    The frames that hold audio equal those of the 30 s padded window (the log-mel floor is taken from the maximum,
+    which silence does not change), so a scaled window differs from the padded one only in its length.
+
+    Args:
+        feature_extractor: faster-whisper ``FeatureExtractor``.
+        audio: float32 (n,) at 16 kHz, n ≤ n_frames * 160.
+        n_frames: mel frames (10 ms each).
+
+    Returns:
+        float32 (n_mels, n_frames).
+
+    Raises:
+        ValueError: the audio is longer than the window.
+    """
+    audio = np.asarray(audio, np.float32)
+    if len(audio) > n_frames * HOP:
+        raise ValueError(f"{len(audio)} samples do not fit {n_frames} mel frames")
+    feats = feature_extractor(audio, padding=n_frames * HOP - len(audio))
+    return np.ascontiguousarray(feats[:, :n_frames], dtype=np.float32)
+
+
+def compression_ratio(text: str) -> float:
+    """gzip compression ratio of the UTF-8 text (Whisper's repetition test: > 2.4 means a loop)."""
+    b = text.encode("utf-8")
+    return len(b) / len(zlib.compress(b)) if b else 0.0
+
+
+def loop_start(tokens: Sequence, min_repeats: int = 3, min_span: int = 10, max_period: int = 24) -> int | None:
+    """Index where a repetition loop starts, or None.
+
+    A loop is a block of ``p`` tokens (1 ≤ p ≤ ``max_period``) repeated at least ``min_repeats`` times in a row and
+    covering at least ``min_span`` tokens (so "no, no, no" is speech, "Yeah. Yeah. Yeah. Yeah. Yeah." is a loop).
+    The index returned is the start of the second copy: ``tokens[:i]`` keeps the first occurrence.
+
+    Args:
+        tokens: token ids or words.
+    """
+    n = len(tokens)
+    best: int | None = None
+    for p in range(1, min(max_period, n // min_repeats) + 1):
+        run = 0  # consecutive i with tokens[i] == tokens[i + p]
+        for i in range(n - p):
+            if tokens[i] == tokens[i + p]:
+                run += 1
+                covered = run + p  # tokens in the repeated stretch
+                if covered >= p * min_repeats and covered >= min_span:
+                    start = i - run + 1
+                    cut = start + p
+                    if best is None or cut < best:
+                        best = cut
+                    break
+            else:
+                run = 0
+    return best
+
+
+@dataclass(frozen=True)
+class GuardVerdict:
+    """``ok``: the decode may be emitted; ``reason``: "" or the first failed check ("cap", "loop",
+    "compression", "logprob", "no_speech")."""
+
+    ok: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class DecodeGuard:
+    """Checks on every decode of every method (SSD, SpecASR, AR).
+
+    Attributes:
+        tokens_per_s, tokens_base: token cap = tokens_per_s · audio seconds + tokens_base.
+        compression_ratio: gzip ratio above which a text is a loop (Whisper: 2.4), tested from 40 characters.
+        logprob: mean token log-prob below which the decode is unreliable (Whisper: −1.0).
+        no_speech: no-speech probability above which a low-log-prob window is silence (Whisper: 0.6).
+    """
+
+    tokens_per_s: float = 6.0
+    tokens_base: int = 24
+    compression_ratio: float = 2.4
+    logprob: float = -1.0
+    no_speech: float = 0.6
+
+    def token_cap(self, audio_s: float) -> int:
+        """Most text tokens a decode of ``audio_s`` seconds may produce (≤ 220: Whisper's 448-token context)."""
+        return int(min(220, self.tokens_per_s * max(audio_s, 0.0) + self.tokens_base))
+
+    def check(self, tokens: Sequence[int], text: str, audio_s: float, avg_logprob: float | None = None,
+              no_speech_prob: float | None = None) -> GuardVerdict:
+        """Whether a decode of ``audio_s`` seconds may be emitted (the order of the checks is the reason's)."""
+        if no_speech_prob is not None and avg_logprob is not None and no_speech_prob > self.no_speech \
+                and avg_logprob < self.logprob:
+            return GuardVerdict(False, "no_speech")
+        if len(tokens) >= self.token_cap(audio_s):
+            return GuardVerdict(False, "cap")
+        if loop_start(list(tokens)) is not None or loop_start(text.split(), min_span=6) is not None:
+            return GuardVerdict(False, "loop")
+        if len(text) >= 40 and compression_ratio(text) > self.compression_ratio:
+            return GuardVerdict(False, "compression")
+        if avg_logprob is not None and avg_logprob < self.logprob:
+            return GuardVerdict(False, "logprob")
+        return GuardVerdict(True)
+
+    def cut(self, tokens: Sequence[int], audio_s: float) -> list[int]:
+        """The last resort: ``tokens`` without their loop (first occurrence kept) and within the token cap."""
+        out = list(tokens)
+        i = loop_start(out)
+        if i is not None:
+            out = out[:i]
+        return out[: self.token_cap(audio_s)]
+
+
+def split_point(audio: np.ndarray, max_s: float, min_s: float | None = None, frame_s: float = 0.1) -> int:
+    """Where to cut audio longer than one window: the start of the quietest ``frame_s`` frame between ``min_s``
+    (default 60 % of ``max_s``) and ``max_s`` seconds (a pause, or the softest moment of continuous speech).
+
+    Returns:
+        the cut, in samples (0 < cut ≤ max_s · 16000).
+    """
+    min_s = 0.6 * max_s if min_s is None else min_s
+    hop = int(frame_s * SAMPLE_RATE)
+    lo, hi = int(min_s * SAMPLE_RATE), min(len(audio), int(max_s * SAMPLE_RATE))
+    if hi - lo < hop:
+        return max(1, hi)
+    seg = np.asarray(audio[lo:hi], np.float32)
+    n = len(seg) // hop
+    energy = (seg[: n * hop].reshape(n, hop) ** 2).mean(axis=1)
+    return lo + int(np.argmin(energy)) * hop + hop // 2
