@@ -533,12 +533,15 @@ class SSDCT2Backend:
                 lp_prefix = float(np.sum(np.log(np.maximum(probs[:j], 1e-12))))
             # Eq. 6: greedy AR from the longest verified prefix (ends at once when the prefix is complete)
             prefix = p + draft[:j]
+            # the token cap: CTranslate2's max_length does not count new tokens one for one, so ask for enough
+            # (never past Whisper's 448 positions) and cut the continuation at the cap here
             g = self.m.fw.model.generate(sv, [prefix], beam_size=1,
-                                         max_length=min(448, len(prefix) + max(1, cap - j) + 1),
+                                         max_length=min(448, 2 * (len(prefix) + max(1, cap - j)) + 2),
                                          suppress_blank=j == 0, return_scores=True, return_no_speech_prob=True)[0]
             cont = [t for t in g.sequences_ids[0] if t < tok.eot]
             if j and cont[:j] == draft[:j]:  # CTranslate2 returns the forced prefix too
                 cont = cont[j:]
+            cont = cont[: max(0, cap - j)]
             n_forward += len(cont) + 1
             toks = draft[:j] + cont
             acc = j

@@ -1,0 +1,176 @@
+"""Length-scaled encoding, decode guards and long audio, on Whisper base and real speech."""
+
+import re
+
+import numpy as np
+import pytest
+
+from engine.whisper_window import (DecodeGuard, WindowPolicy, compression_ratio, log_mel, loop_start,
+                                   split_point)
+
+from .conftest import JFK_TEXT, ROOT
+
+
+def _norm(s: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9' ]", " ", s.lower()).split())
+
+
+def _text(res) -> str:
+    return "".join(w.text for w in res.words).strip()
+
+
+def test_window_policy_lengths():
+    p = WindowPolicy(margin_s=4.0, min_s=6.0)
+    assert p.n_frames(16000) == 600  # 1 s + 4 s margin < 6 s minimum
+    assert p.n_frames(int(10.2 * 16000)) == 1450  # 14.2 s, rounded up to 0.5 s
+    assert p.n_frames(30 * 16000) == 3000
+    assert all(p.n_frames(n) % 2 == 0 for n in range(0, 480000, 7919))
+    assert WindowPolicy(margin_s=0.0, min_s=1.0, bucket_s=0.1).n_frames(int(1.55 * 16000)) == 200  # ≥ 2 s
+    assert WindowPolicy("padded").n_frames(16000) == 3000
+    with pytest.raises(ValueError):
+        p.n_frames(30 * 16000 + 1)
+    with pytest.raises(ValueError):
+        WindowPolicy("short")
+
+
+def test_scaled_features_equal_the_padded_window_where_the_audio_is(runtime, jfk_audio):
+    fe = runtime.whisper_ssd().fw.feature_extractor
+    short = log_mel(fe, jfk_audio, 1500)
+    padded = log_mel(fe, jfk_audio, 3000)
+    assert short.shape == (80, 1500) and padded.shape == (80, 3000)
+    np.testing.assert_allclose(short, padded[:, :1500], atol=1e-5)
+
+
+def test_loop_detection_and_cut():
+    assert loop_start("no , no , no".split()) is None  # speech, not a loop
+    toks = [5, 6, 7] + [8, 9] * 6
+    i = loop_start(toks)
+    assert i == 5 and toks[:i] == [5, 6, 7, 8, 9]
+    assert loop_start([1] * 12) == 1
+    assert loop_start(list(range(40))) is None
+    g = DecodeGuard()
+    assert g.check([1, 2, 3], "And so my fellow Americans.", 3.0).ok
+    assert g.check(toks, "x", 10.0).reason == "loop"
+    assert g.check(list(range(60)), "a", 2.0).reason == "cap"  # cap = 6 * 2 + 24 = 36
+    looped = "Yeah. " * 20
+    assert compression_ratio(looped) > 2.4 and g.check(list(range(30)), looped, 20.0).reason in ("loop", "compression")
+    assert g.check([1, 2], "hm", 1.0, avg_logprob=-1.5, no_speech_prob=0.9).reason == "no_speech"
+    assert g.check([1, 2], "hm", 1.0, avg_logprob=-1.5, no_speech_prob=0.1).reason == "logprob"
+    assert g.cut(toks, 10.0) == [5, 6, 7, 8, 9]
+
+
+def test_split_point_finds_the_pause():
+    rng = np.random.default_rng(0)
+    a = rng.normal(0, 0.1, 16000 * 40).astype(np.float32)
+    a[int(21.0 * 16000): int(21.4 * 16000)] = 0.0
+    cut = split_point(a, 28.0)
+    assert 21.0 * 16000 <= cut <= 21.4 * 16000
+
+
+@pytest.mark.parametrize("method", ["ar", "ssd"])
+def test_short_context_gives_the_padded_text_on_jfk(runtime, jfk_audio, method):
+    """jfk.flac (11 s) in a 15 s window gives the same words as the 30 s padded window, at a fraction of the
+    encoder cost."""
+    from engine.ssd_asr import SSDCT2Backend
+
+    ws = runtime.whisper_ssd()
+    scaled = SSDCT2Backend(ws, speculate=method == "ssd", window=WindowPolicy())
+    padded = SSDCT2Backend(ws, speculate=method == "ssd", window=WindowPolicy("padded"))
+    a, b = scaled.transcribe(jfk_audio), padded.transcribe(jfk_audio)
+    assert a.stats["window_s"] == 15.0 and b.stats["window_s"] == 30.0
+    assert a.stats["fallback"] == 0 and a.stats["guard"] == ""
+    assert _norm(_text(a)) == _norm(_text(b)) == _norm(JFK_TEXT)
+
+
+def test_torch_port_encodes_a_short_window(runtime, jfk_audio):
+    tw = runtime.torch_whisper("asr_target")
+    enc = tw.encode(jfk_audio, 1500)
+    assert tuple(enc.shape) == (1, 750, 512)
+    assert _norm(tw.greedy(enc, tw.prompt()).text) == _norm(JFK_TEXT)
+    with pytest.raises(ValueError):
+        tw.encode(jfk_audio, 1501)
+
+
+def test_guard_stops_an_induced_repetition(runtime, jfk_audio):
+    """SSD accepting every draft token (τ_SLM = 0) of a looping previous hypothesis would emit the loop; the guard
+    catches it and the padded-window re-decode gives the speech."""
+    from engine.ssd_asr import SSDCT2Backend
+
+    be = SSDCT2Backend(runtime.whisper_ssd(), tau_ctc=0.0, tau_slm=0.0)
+    loop = "And so my fellow Americans, ask not" + " what your country can do for you," * 12
+    be._prev = (jfk_audio[:1600].tobytes(), len(jfk_audio), loop)
+    res = be.transcribe(jfk_audio)
+    assert res.stats["guard"] in ("loop", "cap", "compression") and res.stats["fallback"] == 1
+    text = _norm(_text(res))
+    assert text == _norm(JFK_TEXT)
+    assert loop_start(text.split(), min_span=6) is None
+
+
+@pytest.mark.parametrize("method", ["ar", "ssd", "specasr", "ar_torch"])
+def test_every_decode_path_has_a_token_cap(runtime, jfk_audio, method):
+    """With a cap of 0.5 tokens/s + 4, no method emits more than the cap on 11 s of speech (9 tokens)."""
+    from engine.runtime import Runtime
+
+    cfg = runtime.cfg.with_overrides({"asr": {"method": method, "guard_tokens_per_s": 0.5, "guard_tokens_base": 4}})
+    rt = Runtime(cfg, progress=False)
+    rt.resolved = runtime.resolved  # same model files
+    be = rt.asr_backend()
+    res = be.transcribe(jfk_audio)
+    cap = DecodeGuard(0.5, 4).token_cap(len(jfk_audio) / 16000)
+    assert cap == 9
+    assert res.stats["tokens"] <= cap or len(_text(res).split()) <= cap
+    assert res.stats["guard"] == "cap"
+    assert len(_text(res).split()) >= 3  # what fits under the cap is kept
+
+
+def _monologue():
+    import json
+
+    from audio.io import load_audio
+
+    d = ROOT / "bench" / "data" / "stream_speech"
+    if not (d / "monologue_70s.flac").exists():
+        pytest.skip("monologue corpus file not generated (python -m bench.make_speech)")
+    return load_audio(d / "monologue_70s.flac"), json.loads((d / "refs.json").read_text())["monologue_70s.flac"]
+
+
+def test_audio_longer_than_a_window_is_decoded_in_pieces(runtime):
+    """70 s of continuous speech handed to the backend at once: cut at quiet moments into windows of ≤ 28 s,
+    every piece decoded, nothing truncated at 30 s."""
+    import jiwer
+    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+    from engine.ssd_asr import SSDCT2Backend
+
+    audio, ref = _monologue()
+    res = SSDCT2Backend(runtime.whisper_ssd(), speculate=False).transcribe(audio)
+    assert res.stats["pieces"] >= 3
+    n = EnglishTextNormalizer({})
+    assert jiwer.wer(n(ref), n(_text(res))) < 0.15
+    assert res.words[-1].end > len(audio) / 16000 - 3.0
+    assert all(b.start >= a.start - 0.5 for a, b in zip(res.words, res.words[1:]))
+
+
+def test_monologue_of_70_s_without_pauses_loses_no_words(runtime):
+    """The streaming path (VAD → LocalAgreement-2 → length-scaled SSD) on 70 s of continuous speech (no pause
+    over 0.3 s, so the VAD never ends the utterance and the buffer must be trimmed or split): the final text
+    matches the offline transcript of the same audio."""
+    import jiwer
+
+    from audio.sources import ArraySource
+    from engine.streaming_asr import FasterWhisperBackend
+
+    audio, _ = _monologue()
+    assert len(audio) / 16000 > 60
+    events = []
+    st = runtime.transcriber(ArraySource(audio, 0.1, realtime=False), events.append)
+    stats = st.run()
+    streamed = " ".join(st.transcript)
+    offline = FasterWhisperBackend(runtime.model("asr_target").path, beam_size=1).transcribe_text(audio)
+    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+    n = EnglishTextNormalizer({})
+    wer = jiwer.wer(n(offline), n(streamed))
+    assert wer < 0.12, (wer, streamed)
+    assert len(n(streamed).split()) >= 0.9 * len(n(offline).split())
+    assert stats.audio_s > 60
