@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     src_args(c, audio_required=False)
     c.add_argument("--to", default="de", help="target language code or name (default: de)")
     b = sub.add_parser("bench", help="benchmarks (method vs its AR baseline, JSON out)")
-    b.add_argument("which", choices=["asr", "tts", "predgen", "ssbd", "partial-streams"])
+    b.add_argument("which", choices=["asr", "asr-stream", "tts", "predgen", "ssbd", "partial-streams"])
     b.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (see --help after its name)")
     sub.add_parser("app", help="the desktop app (Qt)")
     m = sub.add_parser("models", parents=[common], help="resolve, join and verify every model role")
@@ -248,28 +248,41 @@ def cmd_assist(args, cfg, rt, printer) -> dict:
 
     conv = Conversation(assistant, on_metrics)
 
-    def drain():
-        while True:
+    def handle(ev) -> None:
+        if isinstance(ev, AnswerSentence):
+            printer.line(f"assistant: {ev.text}")
+        elif isinstance(ev, AnswerAudio):
+            audio_parts.append(ev.samples)
+            player.play(ev.samples, ev.sample_rate)
+            conv.mark_heard()
+        elif isinstance(ev, AnswerDone):
+            if ev.interrupted:
+                printer.line("(answer interrupted)")
+            if len(results) and results[-1]["utterance"] == ev.utterance:
+                results[-1]["answer"] = ev.text
+        elif isinstance(ev, Error):
+            printer.line(f"! {ev.where}: {ev.message}")
+
+    # Answers are delivered the moment they are ready, by their own thread: never only on the next ASR event
+    # (when the user is silent there is none).
+    delivering = threading.Event()
+    delivering.set()
+
+    def deliver() -> None:
+        while delivering.is_set() or not answer_events.empty():
             try:
-                ev = answer_events.get_nowait()
+                ev = answer_events.get(timeout=0.05)
             except queue.Empty:
-                return
-            if isinstance(ev, AnswerSentence):
-                printer.line(f"assistant: {ev.text}")
-            elif isinstance(ev, AnswerAudio):
-                audio_parts.append(ev.samples)
-                player.play(ev.samples, ev.sample_rate)
-                conv.mark_heard()
-            elif isinstance(ev, AnswerDone):
-                if ev.interrupted:
-                    printer.line("(answer interrupted)")
-                if len(results) and results[-1]["utterance"] == ev.utterance:
-                    results[-1]["answer"] = ev.text
-            elif isinstance(ev, Error):
-                printer.line(f"! {ev.where}: {ev.message}")
+                continue
+            try:
+                handle(ev)
+            except Exception as e:  # a broken output device must not stop the answers
+                printer.line(f"! playback: {e}")
+
+    deliverer = threading.Thread(target=deliver, name="answer-delivery", daemon=True)
+    deliverer.start()
 
     def on_event(ev):
-        drain()
         if isinstance(ev, SpeechStarted):
             if conv.on_speech_start():
                 player.stop()
@@ -279,11 +292,14 @@ def cmd_assist(args, cfg, rt, printer) -> dict:
             finals[ev.utterance] = ev.wall
             conv.on_final(ev.utterance, ev.text)
 
-    st = _run_transcriber(args, cfg, rt, on_event, printer)
-    while not conv.wait_idle(timeout=0.05):
-        drain()
-    drain()
-    conv.close()
+    try:
+        st = _run_transcriber(args, cfg, rt, on_event, printer)
+        while not conv.wait_idle(timeout=0.05):
+            pass
+    finally:
+        delivering.clear()
+        deliverer.join(timeout=30)
+        conv.close()
     player.wait(timeout=120)
     player.close()
     eos = {u.index: u.eos_wall for u in st.stats.utterances}
@@ -459,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "bench":
         if args.which == "asr":
             from bench.asr_bench import main as bench_main
+        elif args.which == "asr-stream":
+            from bench.asr_stream_bench import main as bench_main
         elif args.which == "tts":
             from bench.tts_bench import main as bench_main
         elif args.which == "predgen":

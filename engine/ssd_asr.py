@@ -29,7 +29,7 @@ import numpy as np
 from .ctc_draft import CTCDraft
 from .events import Word
 from .streaming_asr import SAMPLE_RATE, BackendResult
-from .whisper_window import DecodeGuard, WindowPolicy, log_mel, split_point
+from .whisper_window import DecodeGuard, WindowPolicy, log_mel, skipped_regions, split_point
 
 PRESETS = {"high_accuracy": (0.7, 0.2), "high_rtfx": (3.0, 0.1)}
 
@@ -408,6 +408,7 @@ class SSDCT2Backend:
                  speculate: bool = True, window: WindowPolicy | None = None, guard: DecodeGuard | None = None):
         self.m = model
         self.name = "ssd" if speculate else "ar"
+        self.redecode_gaps = True  # decode stretches of loud audio the decoder skipped (skipped_regions)
         self.window = window or WindowPolicy()
         self.guard = guard or DecodeGuard()
         self.tau_ctc, self.tau_slm = float(tau_ctc), float(tau_slm)
@@ -478,11 +479,34 @@ class SSDCT2Backend:
                               r.no_speech_prob)
         t3 = time.perf_counter()
         words = r.words if r.words is not None else self.m.words(r.tokens, r.sv, n)
-        self._prev = (audio[:1600].tobytes(), n, r.text)
         stats["align_s"] = round(stats.get("align_s", 0.0) + time.perf_counter() - t3, 4)
         stats["tokens"] = len(r.tokens)
         stats["pieces"] = 1
+        stats["gaps_redecoded"] = 0
+        if self.redecode_gaps and words:
+            words = self._fill_skipped(audio, words, prompt, stats)
+        self._prev = (audio[:1600].tobytes(), n, "".join(w.text for w in words).strip())
         return BackendResult(words, segment_ends(words), stats)
+
+    def _fill_skipped(self, audio: np.ndarray, words: list[Word], prompt: str, stats: dict) -> list[Word]:
+        """Whisper can skip a whole sentence (no word, or one stretched word, over seconds of loud audio): decode
+        such a stretch alone, greedily, prompted with the words before it, and put its words in place (at most two
+        per window; :func:`engine.whisper_window.skipped_regions`)."""
+        regions = skipped_regions(audio, words)[:2]
+        for a, b, k in reversed(regions):  # from the end, so earlier indices stay valid
+            i = k if k is not None else sum(1 for w in words if w.end <= a + 1e-6)
+            before = (prompt + "".join(w.text for w in words[:i])).strip()[-400:]
+            lo, hi = int(a * SAMPLE_RATE), int(b * SAMPLE_RATE)
+            r = self._decode_window(audio[lo:hi], before, self.window.n_frames(hi - lo), False)
+            stats["decode_s"] = round(stats["decode_s"] + r.stats["decode_s"], 4)
+            stats["encode_s"] = round(stats["encode_s"] + r.stats["encode_s"], 4)
+            stats["gaps_redecoded"] += 1
+            if not r.tokens or not self.guard.check(r.tokens, r.text, (hi - lo) / SAMPLE_RATE, r.avg_logprob,
+                                                    r.no_speech_prob).ok:
+                continue
+            new = [Word(w.start + a, w.end + a, w.text) for w in self.m.words(r.tokens, r.sv, hi - lo)]
+            words = words[:i] + new + words[i + (k is not None):]  # a stretched word is replaced
+        return words
 
     def _transcribe_long(self, audio: np.ndarray, prompt: str) -> BackendResult:
         self._prev = None  # the pieces start differently from the growing buffer

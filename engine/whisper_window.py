@@ -200,3 +200,48 @@ def split_point(audio: np.ndarray, max_s: float, min_s: float | None = None, fra
     n = len(seg) // hop
     energy = (seg[: n * hop].reshape(n, hop) ** 2).mean(axis=1)
     return lo + int(np.argmin(energy)) * hop + hop // 2
+
+
+def skipped_regions(audio: np.ndarray, words: Sequence, min_gap_s: float = 1.0, min_speech_s: float = 0.5,
+                    max_word_s: float = 1.5, frame_s: float = 0.05,
+                    rel_level: float = 0.3) -> list[tuple[float, float, int | None]]:
+    """Stretches of a window with speech energy but no decoded word: Whisper sometimes skips a sentence.
+
+    A stretch is the audio before the first word, between two consecutive words or after the last word, at least
+    ``min_gap_s`` long; or one word that the alignment stretched over more than ``max_word_s`` (the skipped
+    speech is then inside it). It counts if it holds ≥ ``min_speech_s`` seconds of frames louder than
+    ``rel_level`` × the window's 90th-percentile frame RMS.
+
+    Args:
+        audio: float32 (n,) at 16 kHz; words: objects with ``start``/``end`` in seconds from the window start.
+
+    Returns:
+        (start_s, end_s, index) triples in time order; ``index`` is the stretched word's index, or None for a gap.
+    """
+    hop = int(frame_s * SAMPLE_RATE)
+    n = len(audio) // hop
+    if n == 0:
+        return []
+    rms = np.sqrt((np.asarray(audio[: n * hop], np.float32).reshape(n, hop) ** 2).mean(axis=1))
+    level = rel_level * float(np.percentile(rms, 90))
+    if level <= 1e-4:
+        return []
+    loud = rms > level
+
+    def speechy(a: float, b: float) -> bool:
+        i, j = int(a / frame_s), min(n, int(np.ceil(b / frame_s)))
+        return loud[i:j].sum() * frame_s >= min_speech_s
+
+    out: list[tuple[float, float, int | None]] = []
+    prev_end = 0.0
+    for k, w in enumerate(words):
+        a, b = float(w.start), float(w.end)
+        if a - prev_end >= min_gap_s and speechy(prev_end, a):
+            out.append((prev_end, a, None))
+        if b - a > max_word_s and speechy(a, b):
+            out.append((a, b, k))
+        prev_end = max(prev_end, b)
+    end = len(audio) / SAMPLE_RATE
+    if end - prev_end >= min_gap_s and speechy(prev_end, end):
+        out.append((prev_end, end, None))
+    return out

@@ -174,3 +174,22 @@ def test_monologue_of_70_s_without_pauses_loses_no_words(runtime):
     assert wer < 0.12, (wer, streamed)
     assert len(n(streamed).split()) >= 0.9 * len(n(offline).split())
     assert stats.audio_s > 60
+
+
+def test_skipped_speech_is_found():
+    """A stretch of loud audio with no word, or one word stretched over it, is found; silence is not."""
+    from engine.events import Word
+    from engine.whisper_window import skipped_regions
+
+    rng = np.random.default_rng(1)
+    a = np.zeros(16000 * 10, np.float32)
+    a[16000 * 1: 16000 * 3] = rng.normal(0, 0.2, 32000)  # words 1–3 s
+    a[16000 * 4: 16000 * 6] = rng.normal(0, 0.2, 32000)  # skipped speech 4–6 s
+    a[16000 * 7: 16000 * 8] = rng.normal(0, 0.2, 16000)  # words 7–8 s
+    words = [Word(1.0, 2.0, " a"), Word(2.0, 3.0, " b"), Word(7.0, 8.0, " c")]
+    assert skipped_regions(a, words) == [(3.0, 7.0, None)]
+    stretched = [Word(1.0, 2.0, " a"), Word(2.0, 3.0, " b"), Word(3.2, 7.4, " c"), Word(7.4, 8.0, " d")]
+    assert skipped_regions(a, stretched) == [(3.2, 7.4, 2)]
+    quiet = a.copy()
+    quiet[16000 * 4: 16000 * 6] = rng.normal(0, 0.002, 32000)  # a pause: not speech
+    assert skipped_regions(quiet, words) == []
