@@ -1,0 +1,62 @@
+"""The streaming ASR benchmark: its metrics on hand-made strings, and one fast run on jfk.flac."""
+
+import json
+
+import pytest
+
+from bench.asr_stream_bench import (compression_ratio, erasure, erasure_counts, is_loop, normalized_erasure,
+                                    repeated_ngram)
+
+
+def test_loop_detector_by_hand():
+    assert repeated_ngram("a b c d".split()) is None
+    assert repeated_ngram("yes yes yes".split()) == (1, 0)
+    assert repeated_ngram("no no".split()) is None  # twice is speech
+    assert repeated_ngram("so i said thank you thank you thank you".split()) == (2, 3)
+    six = "we will go to the park " * 3
+    assert repeated_ngram(six.split()) == (6, 0)
+    assert repeated_ngram(("one two three four five six seven " * 3).split()) is None  # 7-grams are not counted
+    assert is_loop("Thank you. Thank you. Thank you.")  # punctuation and case do not hide a repeat
+    assert not is_loop("And so my fellow Americans, ask not what your country can do for you.")
+    loop = "the cat sat on the mat and then " * 8  # an 8-word period: caught by the compression ratio only
+    assert repeated_ngram(loop.split()) is None and compression_ratio(loop) > 2.4 and is_loop(loop)
+    short = "a" * 28  # 28 characters: compression is not tested below 30
+    assert compression_ratio(short) > 2.4 and not is_loop(short)
+    assert not is_loop("")
+
+
+def test_normalised_erasure_by_hand():
+    shown = ["I think", "I think we", "I thing we should", "I think we should move it", "I think we should move it."]
+    # E: 0; "I think we" → "I thing ...": LCP 1 of 3 → 2; "thing we should" erased → 3; "it" → "it." → 1
+    assert [erasure(a.split(), b.split()) for a, b in zip(shown, shown[1:])] == [0, 2, 3, 1]
+    assert erasure_counts(shown) == (6, 6)
+    assert normalized_erasure(shown) == pytest.approx(1.0)
+    assert normalized_erasure(["I think", "I think we should", "I think we should go."]) == 0.0  # appends only
+    assert normalized_erasure(["hello", "hello world", "hello world"]) == 0.0
+    assert normalized_erasure(["hello"]) == 0.0
+    assert normalized_erasure(["uh huh", ""]) == 2.0  # everything erased, nothing final: the erasures themselves
+    assert normalized_erasure([]) == 0.0
+
+
+def test_fast_run_on_jfk(tmp_path, jfk_path):
+    from bench.asr_stream_bench import main
+
+    out = tmp_path / "asr_stream.json"
+    assert main(["--fast", "--quiet", "--methods", "ar", str(jfk_path), "--out", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert rep["config"]["realtime"] is False and rep["config"]["machine"]["cpu_count"] >= 1
+    s = rep["per_method"]["ar"]
+    for key in ("compute_ratio", "encoder_s", "decoder_s", "final_latency_s", "first_partial_s", "ne",
+                "wer_vs_beam5", "wer_vs_greedy", "wer_delta_vs_offline_greedy", "wer_vs_ref", "loops",
+                "nonspeech_words"):
+        assert key in s, key
+    assert 0 < s["compute_ratio"] < 5
+    assert s["encoder_s"] > 0 and s["decoder_s"] > 0
+    assert s["wer_vs_beam5"] < 0.2 and s["wer_vs_ref"] < 0.2
+    assert s["final_latency_s"]["n"] >= 1 and s["final_latency_s"]["p50"] >= 0 and s["final_latency_s"]["max"] >= 0
+    assert s["ne"] >= 0 and s["loops"] == 0
+    f = rep["per_file"][0]
+    assert f["file"].endswith("jfk.flac") and f["ref"] and "ask not what your country" in f["offline"]["beam5"]
+    m = f["methods"]["ar"]
+    assert m["words_emitted"] >= 15 and m["updates"] >= 1 and m["backend_totals"]["decodes"] >= 1
+    assert all(u["final_latency_s"] is None or u["final_latency_s"] >= 0 for u in m["utterance_detail"])
