@@ -68,6 +68,7 @@ class AsrConfig:
     language: str = "en"
     min_chunk_s: float = 1.0  # minimum new audio before a re-decode (whisper_streaming's min-chunk-size)
     buffer_trim_s: float = 15.0  # trim the audio buffer at a committed segment end past this length
+    final_full: bool = False  # True: final text = the last decode of the whole utterance (False: LocalAgreement-2)
     beam_size: int = 1
     compute_type: str = "int8"  # CTranslate2 compute type on CPU ("float16" on CUDA)
     device: str = "auto"  # "cpu", "cuda" or "auto"
@@ -258,6 +259,9 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "asr.model_role": ("ASR model", "asr_target = Whisper base (multilingual), asr_draft = Whisper tiny.en (faster)."),
     "asr.min_chunk_s": ("Minimum new audio per update (s)", "whisper_streaming's min-chunk-size: new audio needed "
                         "before the utterance is re-decoded (LocalAgreement-2 commit policy)."),
+    "asr.final_full": ("Final text from the whole utterance", "On: at the end of speech the words still in the "
+                       "buffer come from the latest decode of the whole utterance (it sees all of it); off: "
+                       "whisper_streaming's rule, the words LocalAgreement-2 committed from shorter prefixes."),
     "asr.encoder_window": ("Encoder window", "scaled = encode the buffered audio plus a margin of silence (cost "
                            "grows with the audio, whisper.cpp's audio_ctx idea); padded = always a 30 s window "
                            "(Whisper's training length, slow). Scaled decodes that fail a guard are redone padded."),

@@ -72,8 +72,9 @@ class StreamingTranscriber:
 
     def __init__(self, source: AudioSource, backend: ASRBackend, vad: StreamingVAD | None,
                  emit: Callable[[object], None], min_chunk_s: float = 1.0, buffer_trim_s: float = 15.0,
-                 max_utterance_s: float = 60.0):
+                 max_utterance_s: float = 60.0, final_full: bool = True):
         self.source = source
+        self.final_full = final_full
         self.backend = backend
         self.vad = vad
         self.emit = emit
@@ -202,7 +203,8 @@ class StreamingTranscriber:
         context = " ".join(earlier)[-200:]
         proc = OnlineASRProcessor(self.backend, self.buffer_trim_s, context=context + " " if context else "",
                                   t_offset=t_buf, context_words=ctx_words,
-                                  committed_until=ctx_words[-1].end if ctx_words else None)
+                                  committed_until=ctx_words[-1].end if ctx_words else None,
+                                  final_full=self.final_full)
         t_start_utt, t_start = t_start, t_buf
         for b in ring:  # pre-roll: audio from t_start on, already captured
             if b.t_end <= t_start:

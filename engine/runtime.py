@@ -94,7 +94,8 @@ class Runtime:
         from .pipeline import StreamingTranscriber
 
         a = self.cfg.asr
-        return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit, a.min_chunk_s, a.buffer_trim_s)
+        return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit,
+                                    a.min_chunk_s, a.buffer_trim_s, final_full=a.final_full)
 
     def window_policy(self):
         """The encoder window of ``asr.encoder_window`` / ``encoder_margin_s`` / ``encoder_min_s``."""

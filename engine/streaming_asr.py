@@ -156,11 +156,18 @@ class OnlineASRProcessor:
     """
 
     def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
-                 context_words: Sequence[Word] = (), committed_until: float | None = None):
+                 context_words: Sequence[Word] = (), committed_until: float | None = None,
+                 final_full: bool = True):
         """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
         buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
-        never emitted again."""
+        never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
+        of the whole buffer (which sees the whole utterance), not the words LocalAgreement-2 committed from
+        shorter prefixes; False = whisper_streaming's rule (committed words + the last hypothesis's tail)."""
         self.backend = backend
+        self.final_full = final_full
+        self.context_words = list(context_words)
+        self.context_end = t_offset if committed_until is None else committed_until
+        self._last_full: list[Word] = []  # the latest decode of the buffer, absolute times
         self.buffer_trim_s = buffer_trim_s
         self.context = context
         self.audio = np.zeros(0, np.float32)
@@ -197,6 +204,7 @@ class OnlineASRProcessor:
         t0 = time.perf_counter()
         res = self.backend.transcribe(audio, self.prompt())
         self.decoded_until = self.buffer_time_offset + len(audio) / SAMPLE_RATE
+        self._remember(res.words)
         self.hyp.insert(res.words, self.buffer_time_offset)
         new = self.hyp.flush()
         self.committed.extend(new)
@@ -239,15 +247,38 @@ class OnlineASRProcessor:
                 self.audio = self.audio[: max(keep, int(SAMPLE_RATE * 0.1))]
             t0 = time.perf_counter()
             res = self.backend.transcribe(self.audio, self.prompt())
+            self._remember(res.words)
             self.hyp.insert(res.words, self.buffer_time_offset)
             tail = list(self.hyp.new)
             self.hyp.new = []
             self.updates.append(UpdateStats(time.perf_counter() - t0, len(self.audio) / SAMPLE_RATE, len(tail), res.stats))
         else:
             tail = self.hyp.complete()
-        self.committed.extend(tail)
+        full = self._full_final() if self.final_full else None
+        if full is not None:
+            kept = [w for w in self.committed if w.end <= self.buffer_time_offset + 1e-6]
+            tail = full
+            self.committed = kept + full
+        else:
+            self.committed.extend(tail)
         self.hyp.buffer = []
         return tail
+
+    def _remember(self, words: Sequence[Word]) -> None:
+        self._last_full = [Word(w.start + self.buffer_time_offset, w.end + self.buffer_time_offset, w.text)
+                           for w in words]
+
+    def _full_final(self) -> list[Word] | None:
+        """The latest decode of the whole buffer without the words of earlier utterances or of audio that left the
+        buffer (the same time and n-gram rules as :meth:`HypothesisBuffer.insert`); None when there is none."""
+        if not self._last_full:
+            return None
+        h = HypothesisBuffer()
+        h.last_committed_time = max(self.context_end, self.buffer_time_offset)
+        outside = [w for w in self.committed if w.end <= self.buffer_time_offset + 1e-6]
+        h.committed_in_buffer = (self.context_words + outside)[-5:]
+        h.insert(self._last_full, 0.0)
+        return list(h.new)
 
     @property
     def text(self) -> str:

@@ -193,3 +193,22 @@ def test_skipped_speech_is_found():
     quiet = a.copy()
     quiet[16000 * 4: 16000 * 6] = rng.normal(0, 0.002, 32000)  # a pause: not speech
     assert skipped_regions(quiet, words) == []
+
+
+def test_ssd_with_greedy_acceptance_is_lossless(runtime, jfk_audio):
+    """τ_SLM = 0.5 (a token with p > 0.5 is the argmax) and Eq. 3 off: SSD's tokens are greedy AR's, on every
+    prefix of a growing buffer (the previous hypothesis as the draft) and on held-out speech."""
+    from audio.io import load_audio
+    from engine.ssd_asr import SSDCT2Backend
+
+    ws = runtime.whisper_ssd()
+    ssd = SSDCT2Backend(ws, tau_ctc=0.0, tau_slm=0.5)
+    ar = SSDCT2Backend(ws, speculate=False)
+    held = sorted((ROOT / "bench" / "data" / "heldout_speech").glob("*.flac"))[:4]
+    clips = [jfk_audio[: int(s * 16000)] for s in (3.0, 5.5, 8.0, 11.0)] + [load_audio(p) for p in held]
+    accepted = 0
+    for a in clips:
+        x, y = ssd.transcribe(a), ar.transcribe(a)
+        assert [w.text for w in x.words] == [w.text for w in y.words]
+        accepted += x.stats["accepted"]
+    assert accepted > 10  # the drafts were used, not just regenerated
