@@ -20,11 +20,10 @@ from pathlib import Path
 import numpy as np
 
 
-def stream_for(text: str, tts, backend, rt, cfg, realtime: bool = True) -> list[list]:
+def stream_for(text: str, tts, rt, cfg, realtime: bool = True) -> list[list]:
     from audio.io import resample
     from audio.sources import ArraySource
     from engine.events import FinalTranscript, PartialTranscript
-    from engine.pipeline import StreamingTranscriber
 
     audio = resample(tts.synthesize(text), tts.sample_rate, 16000)
     audio = np.concatenate([np.zeros(4800, np.float32), audio])
@@ -40,8 +39,7 @@ def stream_for(text: str, tts, backend, rt, cfg, realtime: bool = True) -> list[
             finals.append(ev.text)
             entries.append([" ".join(finals).strip(), now])
 
-    st = StreamingTranscriber(ArraySource(audio, cfg.audio.block_s, realtime=realtime, trailing_silence_s=1.0),
-                              backend, rt.vad(), emit, cfg.asr.min_chunk_s, cfg.asr.buffer_trim_s)
+    st = rt.transcriber(ArraySource(audio, cfg.audio.block_s, realtime=realtime, trailing_silence_s=1.0), emit)
     st.run()
     if entries:
         entries[-1][0] = " ".join(finals).strip() or entries[-1][0]
@@ -62,10 +60,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     cfg = load_config(None, None, args.set)
     rt = Runtime(cfg)
-    tts, backend = rt.tts(), rt.asr_backend()
+    tts = rt.tts()
     out: dict[str, list] = {}
     for i, q in enumerate(load_prompts(args.prompts, args.n)):
-        out[q] = stream_for(q, tts, backend, rt, cfg, realtime=not args.fast)
+        out[q] = stream_for(q, tts, rt, cfg, realtime=not args.fast)
         print(f"{i + 1}: {len(out[q])} partials; final: {out[q][-1][0] if out[q] else ''}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
