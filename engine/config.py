@@ -270,6 +270,7 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "asr.encoder_min_s": ("Shortest encoder window (s)", "Scaled windows are never shorter than this."),
     "asr.guard_tokens_per_s": ("Token cap per second", "Decode guard: at most this many tokens per second of "
                                "audio (plus a constant); a decode that hits the cap is a loop."),
+    "asr.guard_tokens_base": ("Token cap constant", "Decode guard: tokens allowed on top of the per-second cap."),
     "asr.guard_compression_ratio": ("Loop guard: compression ratio", "A decode whose text compresses better than "
                                     "this (gzip) is a repetition loop (Whisper's own fallback rule)."),
     "asr.guard_logprob": ("Guard: mean log-prob", "A scaled-window decode below this mean token log-prob is redone "

@@ -405,8 +405,10 @@ class SSDCT2Backend:
     """
 
     def __init__(self, model: WhisperSSD, tau_ctc: float = 0.7, tau_slm: float = 0.2, use_previous: bool = True,
-                 speculate: bool = True, window: WindowPolicy | None = None, guard: DecodeGuard | None = None):
+                 speculate: bool = True, window: WindowPolicy | None = None, guard: DecodeGuard | None = None,
+                 beam_size: int = 1):
         self.m = model
+        self.beam_size = beam_size  # plain AR only (speculation verifies against greedy)
         self.name = "ssd" if speculate else "ar"
         self.redecode_gaps = True  # decode stretches of loud audio the decoder skipped (skipped_regions)
         self.window = window or WindowPolicy()
@@ -559,7 +561,7 @@ class SSDCT2Backend:
             prefix = p + draft[:j]
             # the token cap: CTranslate2's max_length does not count new tokens one for one, so ask for enough
             # (never past Whisper's 448 positions) and cut the continuation at the cap here
-            g = self.m.fw.model.generate(sv, [prefix], beam_size=1,
+            g = self.m.fw.model.generate(sv, [prefix], beam_size=1 if speculate else self.beam_size,
                                          max_length=min(448, 2 * (len(prefix) + max(1, cap - j)) + 2),
                                          suppress_blank=j == 0, return_scores=True, return_no_speech_prob=True)[0]
             cont = [t for t in g.sequences_ids[0] if t < tok.eot]
