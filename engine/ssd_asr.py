@@ -552,7 +552,8 @@ class SSDCT2Backend:
             res = None
             lp_prefix = 0.0
             if draft:
-                res = self.m.fw.model.align(sv, list(tok.sot_sequence), [draft], n // 160)[0]  # Eq. 5, one pass
+                # Eq. 5 in one pass, in the context generate() decodes in (previous text, SOT, no timestamps)
+                res = self.m.fw.model.align(sv, p, [draft], n // 160)[0]
                 n_forward += 1
                 probs = list(res.text_token_probs)
                 j = next((i for i, q in enumerate(probs) if q <= self.tau_slm), len(draft))
