@@ -485,7 +485,8 @@ class SSDCT2Backend:
         stats["tokens"] = len(r.tokens)
         stats["pieces"] = 1
         stats["gaps_redecoded"] = 0
-        if self.redecode_gaps and words:
+        confident = verdict.ok and (r.avg_logprob is None or r.avg_logprob >= self.guard.logprob)
+        if self.redecode_gaps and words and confident:  # not on doubtful windows (babble, music): nothing to find
             words = self._fill_skipped(audio, words, prompt, stats)
         self._prev = (audio[:1600].tobytes(), n, "".join(w.text for w in words).strip())
         return BackendResult(words, segment_ends(words), stats)
