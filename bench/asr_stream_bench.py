@@ -74,14 +74,14 @@ METHODS: dict[str, dict] = {
     "ssd_lossless": {"asr": {"method": "ssd", "tau_ctc": 0.0, "tau_slm": 0.5}},
     "specasr": {"asr": {"method": "specasr"}},
     "ar_padded": {"asr": {"method": "ar", "encoder_window": "padded"}},
-    "ar_w20": {"asr": {"method": "ar", "encoder_min_s": 20.0}},  # scaled, but never shorter than 20 s
+    "ar_w6": {"asr": {"method": "ar", "encoder_min_s": 6.0}},  # scaled, windows down to 6 s
     # whisper_streaming's final rule (LocalAgreement-2 commits + the last tail) instead of the whole-utterance decode
     "ar_la2_final": {"asr": {"method": "ar", "final_full": False}},
     "ssd_padded": {"asr": {"method": "ssd", "encoder_window": "padded"}},
 }
 DEFAULT_METHODS = ["ar", "ssd", "ssd_lossless", "ar_padded", "ssd_padded", "specasr"]
 BASELINE = "ar_padded"
-AR_OF = {"ar_w20": "ar", "ar_la2_final": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
+AR_OF = {"ar_w6": "ar", "ar_la2_final": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
 
 
 # --------------------------------------------------------------------------------------------------------- metrics

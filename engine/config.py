@@ -64,7 +64,9 @@ class VadConfig:
 @dataclass(frozen=True)
 class AsrConfig:
     model_role: str = "asr_target"  # which Whisper role transcribes
-    method: str = "ssd"  # "ssd" (CTC self-speculative), "specasr", "ar" (faster-whisper), "ar_torch"
+    # "ar" (greedy, CTranslate2), "ssd" (CTC self-speculative), "specasr", "ar_torch"; the default is what
+    # bench/results/asr_stream.json measured fastest on a 2-core CPU at the same WER (SSD verifies at a loss there)
+    method: str = "ar"
     language: str = "en"
     min_chunk_s: float = 1.0  # minimum new audio before a re-decode (whisper_streaming's min-chunk-size)
     buffer_trim_s: float = 15.0  # trim the audio buffer at a committed segment end past this length
@@ -77,7 +79,7 @@ class AsrConfig:
     # silence, not a 30 s window; "padded" = the 30 s window (the baseline, and the guards' fallback)
     encoder_window: str = "scaled"
     encoder_margin_s: float = 4.0  # silence after the audio, seconds
-    encoder_min_s: float = 6.0  # shortest encoder window, seconds
+    encoder_min_s: float = 20.0  # shortest encoder window, seconds (shorter ones lose words on real speech)
     # Decode guards (every method): token cap = guard_tokens_per_s * audio seconds + guard_tokens_base
     guard_tokens_per_s: float = 6.0
     guard_tokens_base: int = 24
@@ -252,9 +254,10 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
                           "longer tolerates pauses."),
     "vad.min_speech_s": ("Minimum speech (s)", "Shorter bursts of speech are ignored."),
     "vad.speech_pad_s": ("Speech padding (s)", "Audio kept before speech starts and after it ends."),
-    "asr.method": ("ASR method", "ssd = CTC self-speculative decoding (ctc_self_speculative_asr.txt: the CTC "
+    "asr.method": ("ASR method", "ar = plain greedy Whisper decoding on CTranslate2 (default: fastest on a "
+                   "CPU); ssd = CTC self-speculative decoding (ctc_self_speculative_asr.txt: the CTC "
                    "head on Whisper's encoder drafts, the decoder verifies); specasr = Whisper tiny.en drafts, base "
-                   "verifies (specasr.txt); ar = plain Whisper decoding (faster-whisper); ar_torch = plain greedy on "
+                   "verifies (specasr.txt); ar_torch = plain greedy on "
                    "the same torch decoder SSD uses (the baseline)."),
     "asr.model_role": ("ASR model", "asr_target = Whisper base (multilingual), asr_draft = Whisper tiny.en (faster)."),
     "asr.min_chunk_s": ("Minimum new audio per update (s)", "whisper_streaming's min-chunk-size: new audio needed "

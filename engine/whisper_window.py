@@ -5,7 +5,8 @@ every input to that length; a streaming update over 3 s of buffered audio then p
 encoder (and the torch port, by slicing ``embed_positions``) accepts fewer frames, so the cost follows the audio
 (whisper.cpp's ``audio_ctx`` does the same). Whisper was never trained on short contexts, though: without silence
 after the speech the decoder ends late, repeats or drops words. :class:`WindowPolicy` therefore encodes the
-audio plus a *margin of silence* (default 4 s) and never less than ``min_s`` (default 6 s); :class:`DecodeGuard`
+audio plus a *margin of silence* (default 4 s) and never less than ``min_s`` (the product's default is 20 s:
+shorter windows change words on real speech, e.g. "ask" → "asked" on jfk.flac); :class:`DecodeGuard`
 checks every decode (token cap, repetition, compression ratio, mean log-prob, no-speech probability) and the
 backend redoes a failed short-window decode on the padded 30 s window once; a loop that survives that is cut at
 its first repetition, never emitted. :func:`split_point` cuts audio longer than one window at its quietest
@@ -129,6 +130,17 @@ def loop_start(tokens: Sequence, min_repeats: int = 3, min_span: int = 10, max_p
     return best
 
 
+def tail_repeat(tokens: Sequence, min_period: int = 4) -> int | None:
+    """Index where an exact repeat of the preceding block of ≥ ``min_period`` tokens ends the sequence (the
+    decoder said the last phrase twice: "And so my fellow Americans. And so my fellow Americans."), or None.
+    ``tokens[:i]`` keeps the first copy."""
+    n = len(tokens)
+    for p in range(min_period, n // 2 + 1):
+        if list(tokens[n - 2 * p : n - p]) == list(tokens[n - p :]):
+            return n - p
+    return None
+
+
 @dataclass(frozen=True)
 class GuardVerdict:
     """``ok``: the decode may be emitted; ``reason``: "" or the first failed check ("cap", "loop",
@@ -167,7 +179,8 @@ class DecodeGuard:
             return GuardVerdict(False, "no_speech")
         if len(tokens) >= self.token_cap(audio_s):
             return GuardVerdict(False, "cap")
-        if loop_start(list(tokens)) is not None or loop_start(text.split(), min_span=6) is not None:
+        if loop_start(list(tokens)) is not None or loop_start(text.split(), min_span=6) is not None \
+                or tail_repeat(list(tokens)) is not None:
             return GuardVerdict(False, "loop")
         if len(text) >= 40 and compression_ratio(text) > self.compression_ratio:
             return GuardVerdict(False, "compression")
@@ -181,6 +194,9 @@ class DecodeGuard:
         i = loop_start(out)
         if i is not None:
             out = out[:i]
+        j = tail_repeat(out)
+        if j is not None:
+            out = out[:j]
         return out[: self.token_cap(audio_s)]
 
 

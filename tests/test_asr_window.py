@@ -57,6 +57,10 @@ def test_loop_detection_and_cut():
     assert g.check([1, 2], "hm", 1.0, avg_logprob=-1.5, no_speech_prob=0.9).reason == "no_speech"
     assert g.check([1, 2], "hm", 1.0, avg_logprob=-1.5, no_speech_prob=0.1).reason == "logprob"
     assert g.cut(toks, 10.0) == [5, 6, 7, 8, 9]
+    phrase = [11, 12, 13, 14, 15]
+    assert g.check([1] + phrase + phrase, "x", 5.0).reason == "loop"  # the last phrase said twice
+    assert g.cut([1] + phrase + phrase, 5.0) == [1] + phrase
+    assert g.check([1, 2, 3, 2, 3], "x", 5.0).ok  # a short repeat is speech
 
 
 def test_split_point_finds_the_pause():

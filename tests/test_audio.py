@@ -62,6 +62,23 @@ def test_vad_finds_the_speech_in_jfk(runtime, jfk_audio):
     assert vad2(np.zeros(16000 * 3, np.float32)) == [] and vad2.flush() == []
 
 
+def test_vad_pause_comes_before_the_end_at_the_same_time(runtime, jfk_audio):
+    """A pause event marks a possible end of speech as soon as the pad of silence is there; when the silence lasts,
+    the end event that follows has the same time (so the final transcript can be decoded at the pause)."""
+    vad = StreamingVAD(runtime.model("vad").path)
+    events = []
+    audio = np.concatenate([jfk_audio, np.zeros(16000, np.float32)])
+    for i in range(0, len(audio), 1600):
+        events += [(e, i + 1600) for e in vad(audio[i : i + 1600])]
+    ends = [(e, n) for e, n in events if e.kind == "end"]
+    assert ends
+    for end, n_end in ends:
+        pauses = [(e, n) for e, n in events if e.kind == "pause" and abs(e.t - end.t) < 1e-6]
+        assert pauses, f"no pause before the end at {end.t}"
+        assert pauses[-1][1] < n_end  # heard earlier, by at least one block
+        assert pauses[-1][1] / 16000 >= end.t  # the audio up to the pause time was there when it was raised
+
+
 def test_file_source_paces_and_fast_mode(jfk_path):
     src = FileSource(jfk_path, block_s=0.1, realtime=False, trailing_silence_s=0)
     blocks = list(src)
