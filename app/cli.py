@@ -131,7 +131,7 @@ def _r(x, nd=3):
 # -- commands ---------------------------------------------------------------------------------------------------
 def _run_transcriber(args, cfg, rt, on_event, printer):
     """Start capture + streaming ASR; feed events to ``on_event`` on this thread. Returns the transcriber."""
-    from engine.events import (Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted)
+    from engine.events import Error, FinalTranscript, PartialTranscript
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -54,10 +54,12 @@ import platform
 import re
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
+
+from engine.ssbd import erasure  # SSBD Eq. 3: |prev| − |LCP(prev, cur)|
+from engine.whisper_window import compression_ratio
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -100,11 +102,6 @@ def repeated_ngram(words: list[str], max_n: int = 6, min_repeats: int = 3) -> tu
     return None
 
 
-def compression_ratio(text: str) -> float:
-    """len(bytes) / len(zlib.compress(bytes)) of the UTF-8 text (Whisper's repetition test)."""
-    b = text.encode("utf-8")
-    return len(b) / len(zlib.compress(b)) if b else 0.0
-
 
 def is_loop(text: str, max_ratio: float = 2.4, min_chars: int = 30) -> bool:
     """A final text that loops: a word n-gram (n = 1..6) repeated ≥ 3 times consecutively, or a compression
@@ -112,16 +109,6 @@ def is_loop(text: str, max_ratio: float = 2.4, min_chars: int = 30) -> bool:
     if repeated_ngram(loop_words(text)) is not None:
         return True
     return len(text) >= min_chars and compression_ratio(text) > max_ratio
-
-
-def erasure(prev: list[str], cur: list[str]) -> int:
-    """Words erased from the end of ``prev`` before ``cur`` is shown: |prev| − |LCP(prev, cur)|."""
-    lcp = 0
-    for a, b in zip(prev, cur):
-        if a != b:
-            break
-        lcp += 1
-    return len(prev) - lcp
 
 
 def erasure_counts(displayed: list[str]) -> tuple[int, int]:

@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SHARED_MULTI30K = HERE.parent.parent / "shared" / "data" / "text" / "multi30k"
+MULTI30K = HERE / "data" / "text" / "multi30k"  # shipped (bench/data/text/SOURCES.md)
 
 
 def multi30k(n: int, data_dir: Path) -> list[tuple[str, str]]:
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(prog="specvoice bench ssbd", description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=15, help="Multi30k sentences")
-    p.add_argument("--data", default=str(SHARED_MULTI30K), help="folder with test_2016_flickr.{en,de}.gz")
+    p.add_argument("--data", default=str(MULTI30K), help="folder with test_2016_flickr.{en,de}.gz")
     p.add_argument("--stream", help="partial-transcript stream JSON instead of Multi30k (no references)")
     p.add_argument("--to", default="de")
     p.add_argument("--betas", nargs="+", type=float, default=[0.0, 0.1, 0.2, 0.3, 0.4])

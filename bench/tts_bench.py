@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-SHARED = HERE.parent.parent / "shared" / "data"
+MULTI30K = HERE / "data" / "text" / "multi30k"  # shipped (bench/data/text/SOURCES.md)
 
 
 def sentences(n: int) -> list[str]:
-    with gzip.open(SHARED / "text" / "multi30k" / "test_2017_flickr.en.gz", "rt") as f:
+    with gzip.open(MULTI30K / "test_2017_flickr.en.gz", "rt") as f:
         lines = [x.strip() for x in f if x.strip()]
     return lines[:n]
 

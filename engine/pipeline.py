@@ -17,8 +17,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
-
 from audio.sources import AudioBlock, AudioSource
 from audio.vad import StreamingVAD
 

@@ -514,7 +514,7 @@ class SSDCT2Backend:
     def _transcribe_long(self, audio: np.ndarray, prompt: str) -> BackendResult:
         self._prev = None  # the pieces start differently from the growing buffer
         res = transcribe_in_pieces(self, audio, prompt, self.window.max_audio_s)
-        self._prev = None
+        self._prev = None  # ... and so does the next update's buffer from the last piece
         return res
 
     def _decode_window(self, audio: np.ndarray, prompt: str, n_frames: int, speculate: bool) -> "_WindowDecode":

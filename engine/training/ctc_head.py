@@ -26,8 +26,8 @@ is trained here, on the same frozen encoder the decoder reads — the draft is "
 
 Training starts from scratch (8 epochs, peak lr 2e-3); ``--adapt`` instead fine-tunes the shipped head (same
 architecture, 6 epochs, peak lr 5e-4) — on these windows that reached a higher held-out CER. Everything is
-seeded; CPU threads come from ``SPECVOICE_TRAIN_THREADS`` (default 1); text is read from ``$SPECVOICE_SHARED``
-(default ../shared); files go to ``$SPECVOICE_CACHE/ctc_data`` (default ~/.cache/specvoice/ctc_data); the head goes
+seeded; CPU threads come from ``SPECVOICE_TRAIN_THREADS`` (default 1); text is read from ``bench/data``
+(shipped, see bench/data/text/SOURCES.md); files go to ``$SPECVOICE_CACHE/ctc_data`` (default ~/.cache/specvoice/ctc_data); the head goes
 to ``assets/ctc_head/`` (``$SPECVOICE_HEAD_OUT`` to write it elsewhere) with ``card.md``.
 """
 
@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("SPECVOICE_SHARED", ROOT.parent / "shared"))
+DATA = ROOT / "bench" / "data"  # shipped text (bench/data/text/SOURCES.md)
 CACHE = Path(os.environ.get("SPECVOICE_CACHE", Path.home() / ".cache" / "specvoice")) / "ctc_data"
 HELDOUT_DIR = ROOT / "bench" / "data" / "heldout_speech"
 SR = 16000
@@ -66,13 +66,13 @@ def _sentences(text: str) -> list[str]:
 
 def load_texts() -> tuple[list[str], list[str]]:
     """(train sentences, held-out sentences), deterministic."""
-    d = SHARED / "data"
-    with gzip.open(d / "text" / "multi30k" / "train.en.gz", "rt") as f:
+    with gzip.open(DATA / "text" / "multi30k" / "train.en.gz", "rt") as f:
         m30k = [line.strip() for line in f if line.strip()]
-    with gzip.open(d / "text" / "multi30k" / "test_2017_flickr.en.gz", "rt") as f:
+    with gzip.open(DATA / "text" / "multi30k" / "test_2017_flickr.en.gz", "rt") as f:
         m30k_test = [line.strip() for line in f if line.strip()]
-    gsm = [json.loads(line)["question"] for line in (d / "prompts" / "gsm8k_test.jsonl").open()]
-    mtb = [t for line in (d / "prompts" / "mt_bench_questions.jsonl").open() for t in json.loads(line)["turns"]]
+    with gzip.open(DATA / "gsm8k_test.jsonl.gz", "rt") as f:
+        gsm = [json.loads(line)["question"] for line in f]
+    mtb = [t for line in (DATA / "mt_bench_questions.jsonl").open() for t in json.loads(line)["turns"]]
     rng = random.Random(0)
     train = rng.sample(m30k, 1400)
     for q in gsm[:1000] + mtb:
@@ -501,7 +501,6 @@ def evaluate(heads: dict[str, str | Path] | None = None, write: bool = True) -> 
     lab = Labeler()
     refs = json.loads((HELDOUT_DIR / "refs.json").read_text())
     jfk = ROOT / "tests" / "data" / "jfk.flac"
-    jfk = jfk if jfk.exists() else SHARED / "data" / "speech" / "jfk.flac"
     items = [(HELDOUT_DIR / k, v) for k, v in refs.items()] + [(jfk, JFK_REF)]
     rows = []
     for path, ref in items:
