@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from .chat import ChatHistory
 from .events import AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error
 from .generate import GenStats, LMSession, TextStreamer, greedy_stream
 from .text import SentenceSplitter, clean_for_speech
@@ -54,29 +55,32 @@ class Assistant:
     """
 
     def __init__(self, lm, tts, system_prompt: str, max_tokens: int = 256,
-                 emit: Callable[[object], None] = lambda e: None, max_history_turns: int = 8):
+                 emit: Callable[[object], None] = lambda e: None, max_history_turns: int = 0):
         self.lm = lm
         self.session = LMSession(lm)
         self.tts = tts
         self.system_prompt = system_prompt
         self.max_tokens = max_tokens
         self.emit = emit
-        self.history: list[dict[str, str]] = []
-        self.max_history_turns = max_history_turns
+        self.chat = ChatHistory(lm, max_tokens=max_tokens, max_turns=max_history_turns)
+
+    @property
+    def history(self) -> list[dict[str, str]]:
+        """Every turn of the conversation, oldest first (``self.chat.kept`` is what the LM still sees)."""
+        return self.chat.turns
 
     def warm(self) -> None:
         """Evaluate the system prompt now (at load), so the first answer only pays for the user's turn."""
-        sys_only = self.lm.chat_prompt([{"role": "system", "content": self.system_prompt}], add_generation_prompt=False)
-        toks = self.lm.tokenize(sys_only, special=True)
+        toks = self.chat.prefix_tokens(self.system_prompt)
         if toks:
             self.session.prefill(toks)
 
     def messages(self, user_text: str) -> list[dict[str, str]]:
-        hist = self.history[-2 * self.max_history_turns :]
-        return [{"role": "system", "content": self.system_prompt}, *hist, {"role": "user", "content": user_text}]
+        """System prompt, the kept turns and ``user_text``: fits ``n_ctx`` with ``max_tokens`` to spare."""
+        return self.chat.prompt(self.system_prompt, user_text)[0]
 
     def prompt_tokens(self, user_text: str) -> list[int]:
-        return self.lm.tokenize(self.lm.chat_prompt(self.messages(user_text)), special=True)
+        return self.chat.prompt(self.system_prompt, user_text)[1]
 
     def answer(self, utterance: int, user_text: str, cancel: threading.Event | None = None) -> tuple[str, AnswerMetrics]:
         """Generate, split and synthesise the answer to ``user_text``; blocks until done or cancelled.
@@ -113,7 +117,7 @@ class Assistant:
         tts_thread.join()
         text = streamer.text.strip()
         m.done_wall = time.monotonic()
-        self.history += [{"role": "user", "content": user_text}, {"role": "assistant", "content": text}]
+        self.chat.add(user_text, text)
         self.emit(AnswerDone(utterance, text, interrupted=cancel.is_set()))
         return text, m
 
@@ -167,7 +171,8 @@ class PredGenAssistant(Assistant):
         self.pg = PredGen(lm, tts, system_prompt, verifier=verifier, top_k=top_k, beta=beta,
                           tokens_per_update=tokens_per_update, max_tokens=max_tokens, judge_lm=judge_lm,
                           history=None, speculation_threads=speculation_threads)
-        self.pg.history = self.history  # one conversation
+        self.pg.chat = self.chat  # one conversation
+        self.chat.max_tokens = max_tokens
         self.session = self.pg.session
         self.updates_this_turn = 0
 
@@ -206,11 +211,12 @@ class PredGenAssistant(Assistant):
                 self._sentence(utterance, index, text, m, tts_q)
 
         try:
+            n_prompt = len(self.pg.prompt_tokens(user_text))
             info = self.pg.finish(user_text, on_sentence, cancel)
             text = info.answer
             m.nfetfs, m.presynth_used, m.accepted_tokens = info.nfetfs, info.presynth_used, info.accepted
             m.gen.new_tokens, m.gen.decode_s = info.gen_tokens, info.decode_s
-            m.gen.prompt_tokens = len(self.pg.prompt_tokens(user_text))
+            m.gen.prompt_tokens = n_prompt
         except Exception as e:
             self.emit(Error("llm", f"answer generation failed: {type(e).__name__}: {e}"))
             text = ""

@@ -31,6 +31,7 @@ from typing import Callable
 import numpy as np
 
 from . import verify as V
+from .chat import ChatHistory
 from .generate import LMSession, TextStreamer
 from .text import SentenceSplitter, clean_for_speech
 
@@ -140,7 +141,9 @@ class PredGen:
         self.tokens_per_update = tokens_per_update
         self.max_tokens = max_tokens
         self.judge = LMSession(judge_lm) if judge_lm is not None else None
-        self.history: list[dict] = list(history or [])
+        self.chat = ChatHistory(lm, max_tokens=max_tokens)
+        for u, a in zip((history or [])[0::2], (history or [])[1::2]):
+            self.chat.add(u["content"], a["content"])
         self.speculation_threads = speculation_threads
         self.cand = Candidate()
         self.steps: list[StepInfo] = []
@@ -148,17 +151,21 @@ class PredGen:
         self._pending_fill = None
 
     # -- prompts ------------------------------------------------------------------------------------------------
+    @property
+    def history(self) -> list[dict]:
+        """Every turn of the conversation, oldest first (``self.chat.kept`` is what the LM still sees)."""
+        return self.chat.turns
+
     def messages(self, user_text: str) -> list[dict]:
-        return [{"role": "system", "content": self.system_prompt}, *self.history, {"role": "user", "content": user_text}]
+        """System prompt, the kept turns and ``user_text``: fits ``n_ctx`` with ``max_tokens`` to spare."""
+        return self.chat.prompt(self.system_prompt, user_text)[0]
 
     def prompt_tokens(self, user_text: str) -> list[int]:
-        return self.lm.tokenize(self.lm.chat_prompt(self.messages(user_text)), special=True)
+        return self.chat.prompt(self.system_prompt, user_text)[1]
 
     def warm(self) -> None:
         """Pre-fill the system prompt (and history) so the first update pays only for the user's words."""
-        text = self.lm.chat_prompt([{"role": "system", "content": self.system_prompt}, *self.history],
-                                   add_generation_prompt=False)
-        self.session.prefill(self.lm.tokenize(text, special=True))
+        self.session.prefill(self.chat.prefix_tokens(self.system_prompt))
 
     def reset_turn(self) -> None:
         self.cand = Candidate()
@@ -360,6 +367,6 @@ class PredGen:
         answer = self.lm.detokenize(out).strip()
         info = FinalInfo(k, nfe, ttfs, audio_latency, presynth, first_text, answer, list(out),
                          self.session.n_eval - n_eval0, time.perf_counter() - t_dec)
-        self.history += [{"role": "user", "content": final}, {"role": "assistant", "content": answer}]
+        self.chat.add(final, answer)
         self.reset_turn()
         return info

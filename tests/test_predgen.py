@@ -93,8 +93,9 @@ def test_reflection_paths(pg_factory, monkeypatch):
     pg.update("Give me one tip for better sleep")
     c = pg.cand
     assert c.first_len
-    # the judge runs one real forward pass and answers yes or no
-    assert pg._judge_yes("Give me one tip for better sleep", c.first_text) in (True, False)
+    # the judge's verdict on cases with a known answer (one real forward pass each)
+    assert pg._judge_yes("What is the capital of France", "The capital of France is Paris.")
+    assert not pg._judge_yes("What is the capital of France", "Bananas are rich in potassium.")
     monkeypatch.setattr(pg, "_judge_yes", lambda p, a: True)
     k, nxt, nfe, _ = pg.verify("x", pg.prompt_tokens("Give me one tip for better sleep at night"), c.response,
                                c.first_len, c.first_text)
@@ -137,3 +138,46 @@ def test_conversation_speculates_then_answers(qwen_small, runtime):
     done = [e for e in events if isinstance(e, AnswerDone)]
     assert done and done[0].text and not done[0].interrupted
     assert a.history[-2]["content"] == "Name a planet in our solar system."  # multi-turn memory
+
+
+TOPICS = ["the moon", "bread", "rain", "chess", "music", "a bicycle", "the ocean", "coffee", "trees", "snow"]
+
+
+@pytest.mark.parametrize("kind", ["cascade", "predgen"])
+def test_forty_turn_conversation_fits_context_and_reuses_kv_exactly(runtime, kind):
+    """History is trimmed oldest-first so prompt + answer fit n_ctx; every answer equals a fresh prefill of the
+    same trimmed prompt (the reused KV cache of the kept turns is exact)."""
+    from engine.assistant import Assistant, PredGenAssistant
+    from engine.generate import LMSession, greedy_stream
+
+    from .conftest import same_or_near_tie
+
+    lm = runtime.llm("llm_draft", instance="ctx512", n_ctx=512)
+    fresh = runtime.llm("llm_draft", instance="ctx512_fresh", n_ctx=512)
+    cls = PredGenAssistant if kind == "predgen" else Assistant
+    a = cls(lm, None, SYSTEM, max_tokens=20)
+    a.warm()
+    starts, reuse = [], []
+    for turn in range(40):
+        q = f"Say one short thing about {TOPICS[turn % len(TOPICS)]}."
+        if kind == "predgen":
+            a.speculate(turn, " ".join(q.split()[:4]))
+        sys_prompt = a.pg.system_prompt if kind == "predgen" else a.system_prompt
+        msgs, prompt = a.chat.prompt(sys_prompt, q)
+        assert len(prompt) + 20 <= 512
+        assert msgs[0]["role"] == "system" and msgs[0]["content"] == sys_prompt  # the system prompt is kept
+        assert msgs[1]["role"] in ("user", "assistant") and (len(msgs) == 2 or msgs[1]["role"] == "user")
+        starts.append(a.chat.start)
+        session = a.pg.session if kind == "predgen" else a.session
+        cached = list(session.tokens)
+        reuse.append(next((i for i, (x, y) in enumerate(zip(cached, prompt)) if x != y), min(len(cached), len(prompt))))
+        text, m = a.answer(turn, q)
+        assert text
+        if turn % 8 == 7 or turn == 39:
+            ref = list(greedy_stream(LMSession(fresh), prompt, 20, fresh.eos_ids, threading.Event()))
+            if fresh.detokenize(ref).strip() != text:
+                same_or_near_tie(fresh, prompt, ref, lm.tokenize(text))
+    assert len(a.history) == 80  # everything said is remembered, only the LM's window is trimmed
+    assert starts[-1] > 0  # trimming happened
+    assert len(set(starts)) < 20  # with hysteresis: the kept prefix changes rarely, so the KV cache is reused
+    assert sum(r > 50 for r in reuse) >= 30  # most turns reuse the cached conversation
