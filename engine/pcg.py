@@ -1,14 +1,17 @@
-"""Principled Coarse-Graining (PCG) for speculative sampling of codec tokens (pcg_tts.txt, §2, Algorithm 1).
+"""Principled Coarse-Graining (PCG) for speculative sampling of codec tokens (pcg_tts.txt, §2, Algorithm 1), and
+the codec TTS engine that samples with it.
 
 Acoustic Similarity Groups (Eq. 1) come from the target model's token embeddings; each token's probability is split
-equally across the groups that contain it (Eq. 2–5); a drafted token proposes one of its groups (Eq. 6); the group
-is accepted with r = min(1, Q_c/P_c) (Eq. 7); on rejection a group is drawn from the residual
-[Q_c − P_c]_+ (Eq. 8) by thinning (Eq. 9) and a token from it under q (Eq. 10). The emitted *group* is distributed
-exactly as Q_c (the paper's Proposition; tests/test_pcg.py checks it with a chi-square test); on acceptance the
-draft token is kept as the group's representative (KV cache stays valid).
+equally across the groups that contain it (Eq. 2–5). The acceptance rules — PCG's group-level rejection sampling
+(Eq. 6–10), standard speculative sampling (token-level, exact for q) and the SSD-style constant bias
+(min(1, (q(x) + b)/p(x))) — are :func:`engine.verify.pcg_step` / :func:`engine.verify.sd_step`; this module drives
+the codec LM (:class:`tts.codec_lm.CodecLMSession`, a :class:`engine.lm.CausalLM`) with them
+(:func:`speculative_generate`). The emitted *group* is distributed exactly as Q_c (the paper's Proposition;
+tests/test_pcg.py checks it with a chi-square test); on acceptance the draft token is kept as the group's
+representative (KV cache stays valid).
 
-Also here, for the benchmark: standard speculative sampling (token-level, exact for q) and the SSD-style constant
-bias relaxation (accept with min(1, (q(x) + b)/p(x))).
+Groups are cached on disk as ``asg_<sha256>.npz`` (no pickle), keyed by the sha256 of the target's code embeddings
+and θ, and rebuilt when the file is missing, unreadable or of another model.
 
 Shapes: probability vectors are float64 (V,); the vocabulary is the codec's token ids 0..V−1.
 """
@@ -16,10 +19,13 @@ Shapes: probability vectors are float64 (V,); the vocabulary is the codec's toke
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import os
+import time
 from pathlib import Path
 
 import numpy as np
+
+from . import verify as V
 
 
 class AcousticGroups:
@@ -32,37 +38,75 @@ class AcousticGroups:
     Attributes:
         groups: list of M int arrays, the distinct G_k (each G(t) contains t, so every token is covered).
         S: list of V int arrays, S(t) = {k : t ∈ G_k}; N: int (V,), N(t) = |S(t)|.
+        group_of_token: int (V,), the index of G(t) itself.
     """
 
     def __init__(self, emb: np.ndarray, theta: float):
         e = np.asarray(emb, np.float64)
         e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
-        sim = e @ e.T
-        member = sim > theta  # row t: G(t)   (Eq. 1)
+        member = (e @ e.T) > theta  # row t: G(t)   (Eq. 1)
         np.fill_diagonal(member, True)
         uniq, inv = np.unique(member, axis=0, return_inverse=True)
+        self._set(uniq, np.asarray(inv).reshape(-1), theta)
+
+    def _set(self, uniq: np.ndarray, inv: np.ndarray, theta: float) -> None:
+        """uniq: bool (M, V) distinct membership rows; inv: int (V,) row of G(t)."""
         self.theta = float(theta)
-        self.V = member.shape[0]
+        self.V = uniq.shape[1]
         self.groups = [np.flatnonzero(r) for r in uniq]
         self.M = len(self.groups)
         mem = uniq.T  # (V, M): token t in group k
         self.S = [np.flatnonzero(mem[t]) for t in range(self.V)]
         self.N = mem.sum(axis=1).astype(np.int64)
-        self.group_of_token = np.asarray(inv).reshape(-1)  # the group G(t) itself
+        self.group_of_token = inv.astype(np.int64)
+        self._uniq = uniq
 
     # ----------------------------------------------------------------------------------------------- cache
     @staticmethod
-    def cached(emb: np.ndarray, theta: float, cache_dir: str | Path) -> "AcousticGroups":
-        """Precompute once and cache on disk (keyed by the embeddings' bytes and θ)."""
-        import pickle
+    def cache_key(emb: np.ndarray, theta: float) -> str:
+        """sha256 (hex) of the float32 embeddings and θ (4 decimals): what the groups are a function of."""
+        h = hashlib.sha256(np.ascontiguousarray(emb, np.float32).tobytes())
+        h.update(f"{theta:.4f}".encode())
+        return h.hexdigest()
 
-        key = hashlib.sha256(np.ascontiguousarray(emb, np.float32).tobytes() + f"{theta:.4f}".encode()).hexdigest()[:16]
-        p = Path(cache_dir) / f"asg_{key}.pkl"
-        if p.exists():
-            return pickle.loads(p.read_bytes())
-        g = AcousticGroups(emb, theta)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(pickle.dumps(g))
+    @classmethod
+    def load(cls, path: str | Path, key: str) -> "AcousticGroups | None":
+        """Groups from an ``.npz`` cache written by :meth:`save` for ``key``; None when the file is missing,
+        unreadable, of another key, or inconsistent. Never unpickles (``allow_pickle=False``)."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if str(z["key"]) != key:
+                    return None
+                uniq, inv, theta = z["member"].astype(bool), z["group_of_token"], float(z["theta"])
+        except Exception:  # not a zip, truncated, a missing or malformed array: rebuilt by the caller
+            return None
+        V_, M = uniq.shape[1] if uniq.ndim == 2 else -1, len(uniq)
+        if inv.shape != (V_,) or not (0 <= inv.min() and inv.max() < M) or not uniq[inv, np.arange(V_)].all():
+            return None
+        g = cls.__new__(cls)
+        g._set(uniq, inv, theta)
+        return g
+
+    def save(self, path: str | Path, key: str) -> None:
+        """Write the groups to ``path`` (.npz) atomically (a temporary file renamed over it)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, key=np.array(key), theta=np.array(self.theta), member=self._uniq,
+                                group_of_token=self.group_of_token)
+        os.replace(tmp, path)
+
+    @classmethod
+    def cached(cls, emb: np.ndarray, theta: float, cache_dir: str | Path) -> "AcousticGroups":
+        """The groups for (emb, θ) from ``cache_dir/asg_<key>.npz`` (:meth:`cache_key`), computed and written when
+        that file is missing or corrupt."""
+        key = cls.cache_key(emb, theta)
+        p = Path(cache_dir) / f"asg_{key[:32]}.npz"
+        g = cls.load(p, key) if p.exists() else None
+        if g is None:
+            g = cls(emb, theta)
+            g.save(p, key)
         return g
 
     # ------------------------------------------------------------------------------------------ Eq. 4–5
@@ -85,73 +129,175 @@ class AcousticGroups:
         return float(np.mean([len(g) for g in self.groups]))
 
 
-@dataclass
-class StepResult:
-    """One speculative position: ``token`` emitted, ``accepted`` (draft kept), ``group`` emitted group label
-    (PCG only, else -1), ``trials`` thinning trials in the residual sampler."""
+def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator,
+                temperature: float = 0.8) -> tuple[np.ndarray, V.SpecStats]:
+    """Target-only AR sampling of one utterance: one target pass per token.
 
-    token: int
-    accepted: bool
-    group: int = -1
-    trials: int = 0
+    Args:
+        lm: :class:`tts.codec_lm.CodecLM`; cond: int64 (n_frames, 4) frame conditioning.
 
+    Returns:
+        (int64 codes (n_frames,), stats with ``tokens`` and ``target_passes``).
+    """
+    from tts.codec_lm import CodecLMSession
 
-def pcg_residual(p: np.ndarray, q: np.ndarray, G: AcousticGroups, rng: np.random.Generator,
-                 max_trials: int = 1000) -> tuple[int, int, int]:
-    """Eq. 8–10 by thinning: y ~ q, K ~ w_{·,y} (so K ~ Q_c), accept K with a(K) = [1 − P_c/Q_c]_+ (Eq. 9), then
-    z ~ q(t) w_{K,t} / Q_c(G_K) within G_K (Eq. 10). Returns (token z, group K, trials). After ``max_trials``
-    (only when P_c ≈ Q_c everywhere) falls back to the last proposal (documented approximation)."""
-    cdf = np.cumsum(q)
-    trials = 0
-    K = 0
-    while trials < max_trials:
-        trials += 1
-        y = sample_categorical(q, rng, cdf)
-        K = G.sample_group(y, rng)
-        Pc, Qc = G.coarse(p, K), G.coarse(q, K)
-        a = max(0.0, 1.0 - Pc / Qc) if Qc > 0 else 0.0
-        if rng.random() < a:
-            break
-    g = G.groups[K]
-    w = q[g] / G.N[g]
-    z = int(g[sample_categorical(w, rng)])
-    return z, K, trials
+    t0 = time.perf_counter()
+    s = CodecLMSession(lm, cond)
+    n = len(cond)
+    out: list[int] = []
+    tok = lm.bos
+    while len(out) < n:
+        q = V.softmax(s.eval([tok])[-1], temperature)
+        tok = V.sample_categorical(q, rng)
+        out.append(tok)
+    st = V.SpecStats(tokens=n, target_passes=s.n_forward, seconds=time.perf_counter() - t0)
+    return np.asarray(out, np.int64), st
 
 
-def pcg_step(x: int, p: np.ndarray, q: np.ndarray, G: AcousticGroups, rng: np.random.Generator) -> StepResult:
-    """One position of Algorithm 1: group proposal (Eq. 6), acceptance (Eq. 7), residual (Eq. 8–10)."""
-    K = G.sample_group(x, rng)
-    Pc, Qc = G.coarse(p, K), G.coarse(q, K)
-    r = min(1.0, Qc / Pc) if Pc > 0 else 1.0
-    if rng.random() < r:
-        return StepResult(x, True, K)
-    z, K2, trials = pcg_residual(p, q, G, rng)
-    return StepResult(z, False, K2, trials)
+def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept, lookahead: int = 3,
+                         temperature: float = 0.8) -> tuple[np.ndarray, V.SpecStats]:
+    """Speculative sampling of one utterance with lookahead L_d (pcg_tts.txt Algorithm 1 with ``accept`` = PCG's
+    group step; standard SD / SSD bias with the token-level step), over two :class:`tts.codec_lm.CodecLMSession`
+    (target, and the draft layers of the same model).
+
+    ``accept(x, p, q, rng) → engine.verify.StepResult`` decides one drafted position given the draft distribution p
+    and target distribution q (float64 (n_codes,)). On the first rejection the step's token replaces the draft and
+    the round ends; if all L_d are accepted, one more token is sampled from q (the bonus token).
+
+    Returns:
+        (int64 codes (n_frames,), stats: rounds, drafted, accepted, accepted_lengths, target/draft passes).
+    """
+    from tts.codec_lm import CodecLMSession
+
+    t0 = time.perf_counter()
+    n = len(cond)
+    tgt, dft = CodecLMSession(lm, cond), CodecLMSession(lm, cond, draft=True)
+    t_inputs: list[int] = []  # inputs in the target's KV cache (positions 0..)
+    d_inputs: list[int] = []
+    out: list[int] = []
+    st = V.SpecStats()
+    while len(out) < n:
+        ctx = [lm.bos] + out  # inputs; ctx[i] feeds position i, whose logits predict out[i]
+        L = min(lookahead, n - len(out) - 1)
+        # ---- draft L tokens
+        feed = V.sync_cache(dft, d_inputs, ctx)
+        xs, ps = [], []
+        for _ in range(L):
+            row = dft.eval(feed)[-1]
+            d_inputs += feed
+            p = V.softmax(row, temperature)
+            x = V.sample_categorical(p, rng)
+            xs.append(x)
+            ps.append(p)
+            feed = [x]
+        # ---- target: one pass over the missing context + the draft
+        feed = V.sync_cache(tgt, t_inputs, ctx)
+        rows = tgt.eval(feed + xs)
+        t_inputs += feed + xs
+        rows = rows[len(feed) - 1 :]  # rows[j] predicts position len(out)+j
+        acc = 0
+        for j in range(L):
+            r = accept(xs[j], ps[j], V.softmax(rows[j], temperature), rng)
+            out.append(r.token)
+            if not r.accepted:
+                break
+            acc += 1
+        else:
+            out.append(V.sample_categorical(V.softmax(rows[L], temperature), rng))
+        st.record(L, acc)
+    st.tokens = n
+    st.target_passes, st.draft_passes = tgt.n_forward, dft.n_forward
+    st.seconds = time.perf_counter() - t0
+    return np.asarray(out[:n], np.int64), st
 
 
-def sd_step(x: int, p: np.ndarray, q: np.ndarray, rng: np.random.Generator, bias: float = 0.0) -> StepResult:
-    """Standard speculative sampling (Leviathan et al.): accept x with min(1, q(x)/p(x)), else sample from
-    norm([q − p]_+) — exact for q. ``bias`` > 0: the SSD-style constant relaxation min(1, (q(x) + bias)/p(x))
-    (not exact)."""
-    r = min(1.0, (q[x] + bias) / p[x]) if p[x] > 0 else 1.0
-    if rng.random() < r:
-        return StepResult(x, True)
-    res = np.maximum(q - p, 0.0)
-    s = res.sum()
-    z = sample_categorical(res, rng) if s > 0 else sample_categorical(q, rng)
-    return StepResult(z, False)
+METHODS = ("ar", "sd", "ssd", "pcg")
 
 
-def sample_categorical(p: np.ndarray, rng: np.random.Generator, cdf: np.ndarray | None = None) -> int:
-    """One draw from the categorical distribution p (float (V,), need not be normalised) by inverse-CDF
-    sampling; ``cdf`` = np.cumsum(p) when the caller draws from the same p many times. Exact, and ≈ 5× cheaper
-    than ``rng.choice(V, p=p)`` (no validation pass)."""
-    c = np.cumsum(p) if cdf is None else cdf
-    return int(min(np.searchsorted(c, rng.random() * c[-1], side="right"), len(c) - 1))
+class CodecTTS:
+    """The codec TTS engine: ``synthesize(text) → float32 16 kHz``, sampling codec tokens with ``method``.
 
+    Args:
+        path: assets/codec_tts (see :class:`tts.codec_lm.CodecVoice`).
+        method: "pcg" (default), "ar", "sd" or "ssd" (constant bias 0.3).
+        theta: PCG θ (Eq. 1); lookahead: L_d; temperature: sampling temperature; seed: RNG seed.
+        phonemizer: a loaded Piper voice; default: the configuration's ``tts_voice`` model.
+        cache_dir: where the groups are cached (``<cache_dir>/asg``); default $SPECVOICE_CACHE or
+            ~/.cache/specvoice.
 
-def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    z = np.asarray(logits, np.float64) / max(temperature, 1e-6)
-    z -= z.max()
-    e = np.exp(z)
-    return e / e.sum()
+    Raises:
+        FileNotFoundError: the model files are missing. ValueError: unknown method.
+    """
+
+    sample_rate = 16000
+
+    def __init__(self, path: str | Path | None = None, method: str = "pcg", theta: float = 0.42, lookahead: int = 3,
+                 temperature: float = 0.5, seed: int = 0, phonemizer=None, cache_dir: str | Path | None = None):
+        from tts.codec_lm import CodecVoice
+
+        if method not in METHODS:
+            raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
+        voice_model = voice_config = None
+        if phonemizer is None:
+            from .config import load_config
+            from .models import resolve
+
+            m = resolve("tts_voice", load_config())
+            voice_model, voice_config = m.path, m.config
+        self.voice = CodecVoice(path, phonemizer, voice_model, voice_config)
+        self.lm, self.codec = self.voice.lm, self.voice.codec
+        self.method, self.theta, self.lookahead, self.temperature = method, theta, lookahead, temperature
+        self.rng = np.random.default_rng(seed)
+        self.cache_dir = Path(cache_dir or os.environ.get("SPECVOICE_CACHE") or Path.home() / ".cache" / "specvoice")
+        self.groups = self.groups_for(theta)
+        self.last_stats: V.SpecStats | None = None
+
+    def phoneme_ids(self, text: str) -> list[np.ndarray]:
+        """Per sentence, Piper's phoneme ids (int64)."""
+        return self.voice.phoneme_ids(text)
+
+    def durations(self, ids: np.ndarray) -> np.ndarray:
+        """Frames (20 ms) per phoneme id, int64."""
+        return self.voice.durations(ids)
+
+    def tokens(self, ids: np.ndarray, method: str | None = None,
+               theta: float | None = None) -> tuple[np.ndarray, V.SpecStats]:
+        """Codec tokens (int64 (n_frames,)) of one sentence's phoneme ids, and the sampler's counters.
+
+        Raises:
+            ValueError: unknown method.
+        """
+        cond = self.voice.conditioning(ids)
+        method = method or self.method
+        if method == "ar":
+            return ar_generate(self.lm, cond, self.rng, self.temperature)
+        if method == "pcg":
+            G = self.groups if theta is None or theta == self.theta else self.groups_for(theta)
+            acc = lambda x, p, q, rng: V.pcg_step(x, p, q, G, rng)  # noqa: E731
+        elif method == "sd":
+            acc = lambda x, p, q, rng: V.sd_step(x, p, q, rng)  # noqa: E731
+        elif method == "ssd":
+            acc = lambda x, p, q, rng: V.sd_step(x, p, q, rng, bias=0.3)  # noqa: E731
+        else:
+            raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
+        return speculative_generate(self.lm, cond, self.rng, acc, self.lookahead, self.temperature)
+
+    def code_embeddings(self) -> np.ndarray:
+        """Emb_q for Eq. 1 (:meth:`tts.codec_lm.CodecVoice.code_embeddings`)."""
+        return self.voice.code_embeddings()
+
+    def groups_for(self, theta: float) -> AcousticGroups:
+        """Eq. 1 groups from the target's code embeddings at θ (cached on disk)."""
+        return AcousticGroups.cached(self.code_embeddings(), theta, self.cache_dir / "asg")
+
+    def synthesize(self, text: str) -> np.ndarray:
+        """float32 (n,) at 16 kHz; empty for text with nothing to say. ``last_stats`` holds the sampler's counters."""
+        parts = []
+        total = V.SpecStats()
+        for ids in self.phoneme_ids(text):
+            toks, st = self.tokens(ids)
+            parts.append(self.codec.decode(toks))
+            parts.append(np.zeros(int(0.15 * self.sample_rate), np.float32))
+            total.add(st)
+        self.last_stats = total
+        return np.concatenate(parts) if parts else np.zeros(0, np.float32)

@@ -1,5 +1,8 @@
-"""The codec-token TTS (assets/codec_tts): codec round trip, KV-cached sessions, speculative samplers, and the
+"""The codec-token TTS (assets/codec_tts): codec round trip, KV-cached sessions, speculative samplers (counted by a
+spy on the real model, and broken once to show their acceptance goes through engine.verify), and the
 intelligibility of what it says (transcribed by the real Whisper target)."""
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -11,10 +14,10 @@ pytestmark = pytest.mark.skipif(not (ROOT / "assets" / "codec_tts" / "lm.safeten
 
 
 @pytest.fixture(scope="module")
-def tts(runtime):
-    from tts.codec_lm import CodecTTS
+def tts(runtime, tmp_path_factory):
+    from engine.pcg import CodecTTS
 
-    return CodecTTS(seed=0)
+    return CodecTTS(seed=0, cache_dir=tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +55,7 @@ def test_codec_round_trip_stays_intelligible(runtime, tts, whisper):
 def test_session_kv_cache_matches_a_full_forward(tts):
     import torch
 
+    from engine.lm import CausalLM
     from tts.codec_lm import CodecLMSession, frame_conditioning
 
     ids = tts.phoneme_ids("Two dogs play in the snow.")[0]
@@ -61,22 +65,110 @@ def test_session_kv_cache_matches_a_full_forward(tts):
     with torch.inference_mode():
         full = tts.lm(torch.tensor([toks]), torch.from_numpy(cond[:40])[None])[0].numpy()
     s = CodecLMSession(tts.lm, cond)
+    assert isinstance(s, CausalLM) and s.n_vocab == 512
     inc = np.concatenate([s.eval(toks[:7]), s.eval(toks[7:8]), s.eval(toks[8:40])])
     np.testing.assert_allclose(inc, full, atol=1e-3)
     s.crop(5)
     np.testing.assert_allclose(s.eval(toks[5:40]), full[5:], atol=1e-3)
 
 
+@contextlib.contextmanager
+def forward_spy(lm):
+    """Counts the real model's forward calls and the positions each evaluates, target and draft apart."""
+    seen = {"target": [], "draft": []}
+    real = lm.forward
+
+    def spy(x, cond, draft=False, **kw):
+        seen["draft" if draft else "target"].append(int(x.shape[1]))
+        return real(x, cond, draft=draft, **kw)
+
+    lm.forward = spy
+    try:
+        yield seen
+    finally:
+        del lm.forward
+
+
+@contextlib.contextmanager
+def step_spy(monkeypatch, name, replace=None):
+    """Wraps engine.verify.<name> (or replaces it with ``replace(real)``) and logs (argmax q, result)."""
+    from engine import verify as V
+
+    real = getattr(V, name)
+    fn = replace(real) if replace else real
+    log = []
+
+    def spy(x, p, q, *a, **kw):
+        r = fn(x, p, q, *a, **kw)
+        log.append((int(np.argmax(q)), r))
+        return r
+
+    monkeypatch.setattr(V, name, spy)
+    yield log
+    monkeypatch.setattr(V, name, real)
+
+
 @pytest.mark.parametrize("method", ["sd", "ssd", "pcg"])
-def test_speculative_samplers_emit_every_frame_with_fewer_target_passes(tts, method):
+def test_speculative_sampler_counts_match_what_the_model_evaluated(tts, method, monkeypatch):
     ids = tts.phoneme_ids("The girl is reading a book.")[0]
     tts.rng = np.random.default_rng(1)
-    toks, st = tts.tokens(ids, method=method)
+    with forward_spy(tts.lm) as seen, step_spy(monkeypatch, "pcg_step" if method == "pcg" else "sd_step") as log:
+        toks, st = tts.tokens(ids, method=method)
     n = int(tts.durations(ids).sum())
     assert len(toks) == n and st.tokens == n
-    assert st.accepted <= st.drafted and st.rounds == st.target_passes
-    assert st.target_passes < n  # AR would need one target pass per frame
-    assert 0 <= st.acceptance_rate <= 1
+    # each draft forward samples one draft token; each round is one target pass
+    assert st.target_passes == len(seen["target"]) == st.rounds < n  # AR needs one target pass per frame
+    assert st.draft_passes == len(seen["draft"]) == st.drafted
+    # every acceptance decision went through engine.verify, and the counters are its decisions
+    assert st.accepted == sum(r.accepted for _, r in log) and len(log) == st.accepted + sum(
+        1 for _, r in log if not r.accepted)
+    assert len(st.accepted_lengths) == st.rounds and sum(st.accepted_lengths) == st.accepted
+    # the target evaluates each frame's input once, plus the draft tokens it rejected (re-fed after a crop)
+    assert sum(seen["target"]) >= n
+
+
+def _greedy_tts(tts, ids, method):
+    tts.rng = np.random.default_rng(0)
+    t = tts.temperature
+    tts.temperature = 1e-5  # q and p one-hot: sampling is greedy
+    try:
+        return tts.tokens(ids, method=method)[0]
+    finally:
+        tts.temperature = t
+
+
+def test_sd_is_greedy_ar_at_zero_temperature_and_breaking_its_rule_changes_the_output(tts, monkeypatch):
+    from engine import verify as V
+
+    ids = tts.phoneme_ids("Two dogs play in the snow.")[0]
+    ar = _greedy_tts(tts, ids, "ar")
+    assert np.array_equal(_greedy_tts(tts, ids, "sd"), ar)
+    monkeypatch.setattr(V, "sd_step", lambda x, p, q, rng, bias=0.0: V.StepResult(x, True))  # accept every draft
+    broken = _greedy_tts(tts, ids, "sd")
+    assert len(broken) == len(ar) and not np.array_equal(broken, ar)
+
+
+def test_pcg_emits_a_group_of_the_targets_choice_and_breaking_its_rule_does_not(tts, monkeypatch):
+    """At temperature → 0, Q_c is uniform over the groups holding the target's argmax t*: PCG's emitted group must
+    hold t* (the Proposition). Accepting every draft token instead breaks that."""
+    from engine import verify as V
+
+    ids = tts.phoneme_ids("Two dogs play in the snow.")[0]
+    G = tts.groups
+
+    def violations(log):
+        return sum(1 for t_star, r in log if t_star not in G.groups[r.group])
+
+    with step_spy(monkeypatch, "pcg_step") as log:
+        good = _greedy_tts(tts, ids, "pcg")
+    assert log and violations(log) == 0
+
+    def accept_all(real):
+        return lambda x, p, q, G, rng: V.StepResult(x, True, G.sample_group(x, rng))
+
+    with step_spy(monkeypatch, "pcg_step", accept_all) as log:
+        broken = _greedy_tts(tts, ids, "pcg")
+    assert violations(log) > 0 and not np.array_equal(broken, good)
 
 
 def test_codec_tts_speech_is_recognisably_the_text(tts, whisper):
@@ -99,8 +191,8 @@ def test_codec_tts_speech_is_recognisably_the_text(tts, whisper):
 
 def test_runtime_selects_the_codec_engine(tmp_path):
     from engine.config import Config
+    from engine.pcg import CodecTTS
     from engine.runtime import Runtime
-    from tts.codec_lm import CodecTTS
 
     cfg = Config().with_overrides({"tts": {"engine": "codec", "codec_method": "pcg", "theta": 0.42}})
     t = Runtime(cfg, progress=False).tts()

@@ -1,10 +1,14 @@
 """PCG exactness (pcg_tts.txt, Proposition): the emitted group is distributed as Q_c; the residual sampler realises
-Eq. 8. Chi-square tests on small synthetic p, q with overlapping groups."""
+Eq. 8. Chi-square tests on small synthetic p, q with overlapping groups. The group cache: .npz keyed by sha256,
+rebuilt when corrupt, never a pickle."""
+
+import pickle
 
 import numpy as np
 import pytest
 
-from engine.pcg import AcousticGroups, pcg_residual, pcg_step, sample_categorical, sd_step
+from engine.pcg import AcousticGroups
+from engine.verify import pcg_residual, pcg_step, sample_categorical, sd_step
 
 
 def chi2_critical(df: int, z: float = 3.29) -> float:
@@ -99,11 +103,66 @@ def test_inverse_cdf_sampler_is_exact_and_skips_zero_mass():
     assert chi2 < chi2_critical(int(keep.sum()) - 1)
 
 
+def _same(a, b):
+    return [list(g) for g in a.groups] == [list(g) for g in b.groups] and list(a.N) == list(b.N)
+
+
 def test_groups_are_cached_on_disk(tmp_path):
     emb = np.random.default_rng(4).standard_normal((20, 3))
     a = AcousticGroups.cached(emb, 0.4, tmp_path)
+    files = list(tmp_path.glob("asg_*.npz"))
+    assert len(files) == 1
+    mtime = files[0].stat().st_mtime_ns
     b = AcousticGroups.cached(emb, 0.4, tmp_path)
-    assert len(list(tmp_path.glob("asg_*.pkl"))) == 1
-    assert [list(g) for g in a.groups] == [list(g) for g in b.groups]
+    assert files[0].stat().st_mtime_ns == mtime  # read, not rewritten
+    assert _same(a, b) and _same(a, AcousticGroups(emb, 0.4))
     c = AcousticGroups.cached(emb, 0.8, tmp_path)  # θ is part of the key
-    assert len(list(tmp_path.glob("asg_*.pkl"))) == 2 and c.M >= a.M
+    assert len(list(tmp_path.glob("asg_*.npz"))) == 2 and c.M >= a.M
+    with np.load(files[0], allow_pickle=False) as z:
+        assert str(z["key"]) == AcousticGroups.cache_key(emb, 0.4)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "other_key", "inconsistent"])
+def test_corrupt_cache_is_rebuilt(tmp_path, damage):
+    emb = np.random.default_rng(4).standard_normal((20, 3))
+    ref = AcousticGroups.cached(emb, 0.4, tmp_path)
+    f = next(tmp_path.glob("asg_*.npz"))
+    if damage == "garbage":
+        f.write_bytes(b"not an npz at all")
+    elif damage == "truncated":
+        f.write_bytes(f.read_bytes()[:60])
+    elif damage == "other_key":
+        AcousticGroups(emb, 0.9).save(f, "0" * 64)
+    else:  # a token outside the group the file says it is in
+        with np.load(f, allow_pickle=False) as z:
+            d = dict(z)
+        d["member"] = np.zeros_like(d["member"])
+        with open(f, "wb") as fh:
+            np.savez(fh, **d)
+    g = AcousticGroups.cached(emb, 0.4, tmp_path)
+    assert _same(g, ref)
+    assert _same(AcousticGroups.load(f, AcousticGroups.cache_key(emb, 0.4)), ref)  # the file was rewritten
+
+
+class _Trap:
+    """Unpickling this touches a marker file: proof that a pickle was read."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def test_a_pickle_in_the_cache_is_never_read(tmp_path):
+    emb = np.random.default_rng(4).standard_normal((20, 3))
+    key = AcousticGroups.cache_key(emb, 0.4)
+    marker = tmp_path / "unpickled"
+    # the names the pickle cache used, and the .npz name holding a pickled object array
+    (tmp_path / f"asg_{key[:16]}.pkl").write_bytes(pickle.dumps(_Trap(marker)))
+    (tmp_path / f"asg_{key[:32]}.pkl").write_bytes(pickle.dumps(_Trap(marker)))
+    with open(tmp_path / f"asg_{key[:32]}.npz", "wb") as f:
+        np.savez(f, key=np.array(key), member=np.array([_Trap(marker)], dtype=object))
+    g = AcousticGroups.cached(emb, 0.4, tmp_path)
+    assert not marker.exists()
+    assert _same(g, AcousticGroups(emb, 0.4))

@@ -1,21 +1,19 @@
-"""Autoregressive codec-token TTS (target + layer-subset draft) and its speculative samplers (pcg_tts.txt).
+"""The codec-token TTS models (pcg_tts.txt needs an autoregressive codec-token TTS): target + layer-subset draft,
+duration model, and the voice that bundles them with the codec.
 
 Pipeline: text → phoneme ids (Piper's espeak-ng phonemiser) → frames per id (:class:`DurationModel`) → per-frame
 conditioning (current/previous/next phoneme, progress inside the phoneme) → codec tokens sampled
-autoregressively by :class:`CodecLM` (50 tokens/s, temperature 0.5 by default) → waveform
-(:class:`tts.codec.SpectralCodec`).
+autoregressively by :class:`CodecLM` (50 tokens/s) → waveform (:class:`tts.codec.SpectralCodec`).
 
 The draft is the target's first ``draft_layers`` transformer layers with its own norm and head (the paper's draft
 is a 3-layer subset of LLaSA-8B). Both are driven through :class:`CodecLMSession`, which follows the project's
-causal-LM protocol (``eval(tokens) → logits at every position``, ``crop(n)``), and every sampler —
-target-only AR, standard speculative sampling, SSD-style constant bias, PCG (Algorithm 1) — is written once over
-it in :func:`speculative_generate`.
+causal-LM protocol (``eval(tokens) → logits at every position``, ``crop(n)``). The samplers that drive it —
+target-only AR, standard speculative sampling, SSD-style constant bias, PCG (Algorithm 1) — live with the other
+speculative algorithms, in :mod:`engine.pcg`; this package holds models only.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -167,9 +165,19 @@ def load_lm(path: str | Path | None = None, dtype=None):
 
 
 class CodecLMSession:
-    """The causal-LM protocol over one utterance: ``eval(tokens)`` feeds inputs at positions n_past.. (tokens are
-    codec ids or BOS; the per-frame conditioning of those positions is added) and returns float32 logits
-    (len(tokens), n_codes); ``crop(n)`` drops cached positions ≥ n. ``draft=True`` runs the draft layers/head."""
+    """:class:`engine.lm.CausalLM` over one utterance of the codec LM.
+
+    ``eval(tokens)`` feeds inputs at positions n_past.. (tokens are codec ids 0..n_codes−1 or BOS = n_codes; the
+    per-frame conditioning of those positions is added) and returns float32 logits (len(tokens), n_codes);
+    ``crop(n)`` drops cached positions ≥ n (O(1): the KV buffers are preallocated). ``draft=True`` runs the draft
+    layers and head. Tokens are their own text: ``tokenize``/``detokenize`` are not meaningful here.
+
+    Args:
+        lm: a :class:`CodecLM` module; cond: int64 (n_frames, 4) frame conditioning (:func:`frame_conditioning`).
+
+    Raises:
+        ValueError (eval): empty ``tokens`` or positions past the utterance's frames; (crop): n out of range.
+    """
 
     def __init__(self, lm, cond: np.ndarray, draft: bool = False):
         torch = _torch()
@@ -180,11 +188,14 @@ class CodecLMSession:
         self.caches = [{"k": None, "v": None, "n": 0, "capacity": len(self.cond) + 1} for _ in range(n)]
         self.n_past = 0
         self.n_forward = 0
-        self.eos_ids = frozenset()
+        self.n_vocab = int(lm.bos)  # codes 0..n_codes−1 (BOS is an input only)
+        self.eos_ids: frozenset[int] = frozenset()
 
     def eval(self, tokens) -> np.ndarray:
         torch = _torch()
         tokens = list(tokens)
+        if not tokens:
+            raise ValueError("eval() needs at least one token")
         n0 = self.n_past
         if n0 + len(tokens) > len(self.cond):
             raise ValueError("eval past the end of the utterance's frames")
@@ -203,125 +214,22 @@ class CodecLMSession:
             c["n"] = min(c["n"], n)
         self.n_past = n
 
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        raise NotImplementedError("codec tokens come from phonemes and audio, not text")
 
-@dataclass
-class GenStats:
-    """tokens: generated; rounds: verification rounds; drafted / accepted: draft tokens proposed / kept;
-    target_passes / draft_passes: forward passes; seconds: wall time."""
-
-    tokens: int = 0
-    rounds: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    target_passes: int = 0
-    draft_passes: int = 0
-    seconds: float = 0.0
-    accepted_lengths: list = field(default_factory=list)
-
-    @property
-    def acceptance_rate(self) -> float:
-        return self.accepted / self.drafted if self.drafted else 0.0
-
-    @property
-    def mean_accepted_length(self) -> float:
-        return float(np.mean(self.accepted_lengths)) if self.accepted_lengths else 0.0
+    def detokenize(self, ids) -> str:
+        return " ".join(str(int(i)) for i in ids)
 
 
-def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator, temperature: float = 0.8) -> tuple[np.ndarray, GenStats]:
-    """Target-only AR sampling: one target pass per token."""
-    from engine.pcg import sample_categorical, softmax
-
-    t0 = time.perf_counter()
-    s = CodecLMSession(lm, cond)
-    n = len(cond)
-    out: list[int] = []
-    tok = lm.bos
-    while len(out) < n:
-        q = softmax(s.eval([tok])[-1], temperature)
-        tok = sample_categorical(q, rng)
-        out.append(tok)
-    st = GenStats(tokens=n, target_passes=s.n_forward, seconds=time.perf_counter() - t0)
-    return np.asarray(out, np.int64), st
-
-
-def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept, lookahead: int = 3,
-                         temperature: float = 0.8) -> tuple[np.ndarray, GenStats]:
-    """Speculative sampling with lookahead L_d (pcg_tts.txt Algorithm 1 with ``accept`` = PCG's group step;
-    standard SD / SSD bias with the token-level steps of :mod:`engine.pcg`).
-
-    ``accept(x, p, q, rng) → StepResult``: decides one drafted position given the draft distribution p and target
-    distribution q (float64 (n_codes,)). On the first rejection the step's token replaces the draft and the round
-    ends; if all L_d are accepted, one more token is sampled from q (the bonus token).
-    """
-    from engine.pcg import sample_categorical, softmax
-
-    t0 = time.perf_counter()
-    n = len(cond)
-    tgt, dft = CodecLMSession(lm, cond), CodecLMSession(lm, cond, draft=True)
-    t_inputs: list[int] = []  # inputs evaluated by the target (positions 0..)
-    d_inputs: list[int] = []
-    out: list[int] = []
-    st = GenStats()
-
-    def sync(sess, evaluated, ctx):
-        k = 0
-        while k < min(len(evaluated), len(ctx)) and evaluated[k] == ctx[k]:
-            k += 1
-        k = min(k, len(ctx) - 1)  # always re-feed at least the last input: its row predicts the next token
-        sess.crop(k)
-        del evaluated[k:]
-        return k
-
-    while len(out) < n:
-        ctx = [lm.bos] + out  # inputs; ctx[i] feeds position i, whose logits predict out[i]
-        L = min(lookahead, n - len(out) - 1)
-        # ---- draft L tokens
-        k = sync(dft, d_inputs, ctx)
-        xs, ps = [], []
-        feed = ctx[k:]
-        for j in range(L):
-            row = dft.eval(feed)[-1]
-            d_inputs += feed
-            p = softmax(row, temperature)
-            x = sample_categorical(p, rng)
-            xs.append(x)
-            ps.append(p)
-            feed = [x]
-        # ---- target: one pass over the missing context + the draft
-        k = sync(tgt, t_inputs, ctx)
-        feed = ctx[k:] + xs
-        rows = tgt.eval(feed)
-        t_inputs += feed
-        rows = rows[len(ctx) - k - 1 :]  # rows[j] predicts position len(out)+j
-        st.rounds += 1
-        st.drafted += L
-        acc = 0
-        for j in range(L):
-            q = softmax(rows[j], temperature)
-            r = accept(xs[j], ps[j], q, rng)
-            out.append(r.token)
-            if r.accepted:
-                acc += 1
-            else:
-                break
-        else:
-            q = softmax(rows[L], temperature)
-            out.append(sample_categorical(q, rng))
-        st.accepted += acc
-        st.accepted_lengths.append(acc)
-    st.tokens = n
-    st.target_passes, st.draft_passes = tgt.n_forward, dft.n_forward
-    st.seconds = time.perf_counter() - t0
-    return np.asarray(out[:n], np.int64), st
-
-
-class CodecTTS:
-    """The codec TTS engine: ``synthesize(text) → float32 16 kHz``.
+class CodecVoice:
+    """The trained codec TTS models: target + draft LM, duration model, codec, and the phonemiser.
 
     Args:
-        path: assets/codec_tts (codec.npz, lm.safetensors, duration.safetensors, config.json).
-        method: "pcg" (default), "ar", "sd" or "ssd".
-        theta: PCG θ (Eq. 1); lookahead: L_d; temperature: sampling temperature; seed: RNG seed.
+        path: assets/codec_tts (codec.npz, lm.safetensors, duration.safetensors, config.json); default ASSET_DIR.
+        phonemizer: an object with Piper's ``phonemize(text) → [[phoneme]]`` and ``phonemes_to_ids(phonemes)``
+            (a loaded ``piper.PiperVoice``), or None to load one from ``voice_model`` on first use.
+        voice_model / voice_config: the Piper voice (.onnx, .onnx.json) whose phonemiser is used; the caller
+            resolves the paths.
 
     Raises:
         FileNotFoundError: the model files are missing.
@@ -329,88 +237,51 @@ class CodecTTS:
 
     sample_rate = 16000
 
-    def __init__(self, path: str | Path | None = None, method: str = "pcg", theta: float = 0.42, lookahead: int = 3,
-                 temperature: float = 0.5, seed: int = 0, phonemizer=None, cache_dir: str | Path | None = None):
+    def __init__(self, path: str | Path | None = None, phonemizer=None, voice_model: str | Path | None = None,
+                 voice_config: str | Path | None = None):
         from safetensors.torch import load_file
 
         from .codec import SpectralCodec
 
-        path = Path(path or ASSET_DIR)
-        self.lm = load_lm(path)
-        self.codec = SpectralCodec.load(path / "codec.npz")
+        self.path = Path(path or ASSET_DIR)
+        self.lm = load_lm(self.path)
+        self.codec = SpectralCodec.load(self.path / "codec.npz")
         self.dm = DurationModel()
-        self.dm.load_state_dict(load_file(str(path / "duration.safetensors")))
+        self.dm.load_state_dict(load_file(str(self.path / "duration.safetensors")))
         self.dm.eval()
-        self.method, self.theta, self.lookahead, self.temperature = method, theta, lookahead, temperature
-        self.rng = np.random.default_rng(seed)
         self.phonemizer = phonemizer
-        import os
-
-        self.cache_dir = Path(cache_dir or os.environ.get("SPECVOICE_CACHE") or Path.home() / ".cache" / "specvoice")
-        self.groups = self.groups_for(theta)
-        self.last_stats: GenStats | None = None
+        self.voice_model, self.voice_config = voice_model, voice_config
 
     def phoneme_ids(self, text: str) -> list[np.ndarray]:
-        """Per sentence, Piper's phoneme ids (espeak-ng phonemes, BOS/EOS/pad as Piper uses them)."""
+        """Per sentence, Piper's phoneme ids (int64; espeak-ng phonemes, BOS/EOS/pad as Piper uses them).
+
+        Raises:
+            ValueError: no phonemiser and no voice model to load one from.
+        """
         if self.phonemizer is None:
-            from engine.config import load_config
-            from engine.models import resolve
+            if self.voice_model is None:
+                raise ValueError("CodecVoice needs a phonemizer or a Piper voice_model")
             from piper import PiperVoice
 
-            m = resolve("tts_voice", load_config())
-            self.phonemizer = PiperVoice.load(str(m.path), config_path=str(m.config) if m.config else None)
+            self.phonemizer = PiperVoice.load(str(self.voice_model),
+                                              config_path=str(self.voice_config) if self.voice_config else None)
         v = self.phonemizer
         return [np.asarray(v.phonemes_to_ids(ph), np.int64) for ph in v.phonemize(text) if ph]
 
     def durations(self, ids: np.ndarray) -> np.ndarray:
+        """Frames (20 ms) per phoneme id, int64 (n,)."""
         torch = _torch()
         with torch.inference_mode():
             d = torch.expm1(self.dm(torch.from_numpy(ids)[None])[0]).clamp_min(0).numpy()
         return np.round(d).astype(np.int64)
 
-    def tokens(self, ids: np.ndarray, method: str | None = None, theta: float | None = None):
-        from engine.pcg import pcg_step, sd_step
-
-        cond = frame_conditioning(ids, self.durations(ids))
-        cond = cond[: self.lm.pos.num_embeddings]
-        method = method or self.method
-        if method == "ar":
-            return ar_generate(self.lm, cond, self.rng, self.temperature)
-        if method == "pcg":
-            G = self.groups if theta is None or theta == self.theta else self.groups_for(theta)
-            acc = lambda x, p, q, rng: pcg_step(x, p, q, G, rng)  # noqa: E731
-        elif method == "sd":
-            acc = lambda x, p, q, rng: sd_step(x, p, q, rng)  # noqa: E731
-        elif method == "ssd":
-            acc = lambda x, p, q, rng: sd_step(x, p, q, rng, bias=0.3)  # noqa: E731
-        else:
-            raise ValueError(f"unknown codec TTS method {method!r} (ar, sd, ssd, pcg)")
-        return speculative_generate(self.lm, cond, self.rng, acc, self.lookahead, self.temperature)
+    def conditioning(self, ids: np.ndarray) -> np.ndarray:
+        """int64 (n_frames, 4) frame conditioning of one sentence, at most the LM's ``max_len`` frames."""
+        return frame_conditioning(ids, self.durations(ids))[: self.lm.pos.num_embeddings]
 
     def code_embeddings(self) -> np.ndarray:
-        """Emb_q for Eq. 1: the target's output token embeddings (its head's rows), float32 (512, d). This
+        """Emb_q for PCG's Eq. 1: the target's output token embeddings (its head's rows), float32 (512, d). This
         model's input embeddings are untied and nearly orthogonal (max pairwise cosine 0.29), while the output
         embeddings place codes the target predicts in the same acoustic contexts together (median nearest-
         neighbour cosine 0.49), which is the similarity Eq. 1 is after."""
         return self.lm.head.weight.detach().float().numpy()
-
-    def groups_for(self, theta: float):
-        """Eq. 1 groups from the target's code embeddings at θ (cached on disk)."""
-        from engine.pcg import AcousticGroups
-
-        emb = self.code_embeddings()
-        return AcousticGroups.cached(emb, theta, self.cache_dir / "asg")
-
-    def synthesize(self, text: str) -> np.ndarray:
-        """float32 (n,) at 16 kHz; empty for text with nothing to say. ``last_stats`` holds the sampler's counters."""
-        parts = []
-        total = GenStats()
-        for ids in self.phoneme_ids(text):
-            toks, st = self.tokens(ids)
-            parts.append(self.codec.decode(toks))
-            parts.append(np.zeros(int(0.15 * self.sample_rate), np.float32))
-            for f in ("tokens", "rounds", "drafted", "accepted", "target_passes", "draft_passes", "seconds"):
-                setattr(total, f, getattr(total, f) + getattr(st, f))
-            total.accepted_lengths += st.accepted_lengths
-        self.last_stats = total
-        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
