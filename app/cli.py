@@ -1,8 +1,13 @@
-"""``specvoice`` command line: transcribe, assist, caption, models.
+"""``specvoice`` command line: transcribe, assist, caption, export, models, bench, app.
 
-Live events print as they happen; each command writes a JSON report (``--out DIR``, default ``./out``).
-Errors a user can cause (bad audio, missing/corrupt model, bad config, no device) print one line and exit 2;
-Ctrl-C stops cleanly (exit 130) after writing what was transcribed so far.
+Live events print as they happen. Every final transcript, answer sentence, answer and caption is first appended
+(fsynced) to the session journal (``--journal``, default ``OUT/journal.jsonl``, see :mod:`app.journal`), then
+printed; nothing a session wrote is ever truncated by a later one. Each command also writes a JSON report of
+its latest run (``--out DIR``, default ``./out``).
+
+The input is opened and decoded before any model loads. Errors a user can cause (bad audio, missing/corrupt
+model, bad config, no device) print one line on stderr and exit 2; an internal failure prints one line and exits 1
+(the report keeps the traceback); Ctrl-C stops cleanly (exit 130) after journaling what was transcribed so far.
 """
 
 from __future__ import annotations
@@ -19,6 +24,12 @@ from pathlib import Path
 import numpy as np
 
 EXIT_USAGE = 2
+LIVE_COMMANDS = ("transcribe", "assist", "caption")
+BENCHES = {  # name → module with main(argv)
+    "asr": "bench.asr_bench", "asr-stream": "bench.asr_stream_bench", "tts": "bench.tts_bench",
+    "predgen": "bench.predgen_bench", "ssbd": "bench.ssbd_bench", "partial-streams": "bench.make_partial_streams",
+    "voice": "bench.voice_bench", "soak": "bench.soak_bench",
+}
 
 
 def default_question() -> Path:
@@ -35,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override any setting, e.g. --set vad.min_silence_s=0.8 (repeatable)")
     common.add_argument("--out", default="out", help="directory for reports, WAVs and transcripts (default: out)")
+    common.add_argument("--journal", default=None, metavar="FILE",
+                        help="session journal, appended (default: OUT/journal.jsonl)")
     common.add_argument("--quiet", action="store_true", help="print only the final results")
 
     p = argparse.ArgumentParser(prog="specvoice", description="Offline speculative voice assistant.")
@@ -54,8 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("caption", parents=[common], help="live caption and translation")
     src_args(c, audio_required=False)
     c.add_argument("--to", default="de", help="target language code or name (default: de)")
+    e = sub.add_parser("export", help="render the journal as TXT, SRT or VTT (one continuous clock)")
+    e.add_argument("file", help="output file; the format follows its suffix: .txt, .srt or .vtt")
+    e.add_argument("--journal", default=None, metavar="FILE", help="journal to read (default: OUT/journal.jsonl)")
+    e.add_argument("--out", default="out", help="directory of the default journal (default: out)")
+    e.add_argument("--session", default=None, help="only this session id, on its own clock")
     b = sub.add_parser("bench", help="benchmarks (method vs its AR baseline, JSON out)")
-    b.add_argument("which", choices=["asr", "asr-stream", "tts", "predgen", "ssbd", "partial-streams"])
+    b.add_argument("which", choices=list(BENCHES), help="which benchmark: " + ", ".join(BENCHES))
     b.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (see --help after its name)")
     sub.add_parser("app", help="the desktop app (Qt)")
     m = sub.add_parser("models", parents=[common], help="resolve, join and verify every model role")
@@ -77,7 +95,11 @@ def _config(args):
 
 
 class _UsageError(Exception):
-    pass
+    """A command line that cannot run (missing input, bad option value)."""
+
+
+class WorkerError(RuntimeError):
+    """A worker stage (caption, answer delivery) failed; the message is one line for the user."""
 
 
 # -- output -----------------------------------------------------------------------------------------------------
@@ -89,20 +111,22 @@ class Printer:
         self.tty = sys.stdout.isatty()
         self.t0 = time.monotonic()
         self._partial = False
+        self._lock = threading.Lock()  # the ASR loop and the answer/caption threads print
 
     def line(self, text: str, partial: bool = False) -> None:
         if self.quiet:
             return
         stamp = f"[{time.monotonic() - self.t0:6.2f}s] "
-        if self.tty and partial:
-            sys.stdout.write("\r\033[K" + stamp + text)
-            self._partial = True
-        else:
-            if self._partial and self.tty:
-                sys.stdout.write("\r\033[K")
-            sys.stdout.write(stamp + text + "\n")
-            self._partial = False
-        sys.stdout.flush()
+        with self._lock:
+            if self.tty and partial:
+                sys.stdout.write("\r\033[K" + stamp + text)
+                self._partial = True
+            else:
+                if self._partial and self.tty:
+                    sys.stdout.write("\r\033[K")
+                sys.stdout.write(stamp + text + "\n")
+                self._partial = False
+            sys.stdout.flush()
 
 
 def _source(args, cfg):
@@ -121,7 +145,36 @@ def _source(args, cfg):
 
 def _write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=float))
+    path.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")
+
+
+def _journal_path(args) -> Path:
+    return Path(args.journal) if args.journal else Path(args.out) / "journal.jsonl"
+
+
+class Live:
+    """What a live command (transcribe, assist, caption) runs on: its opened input, output folder and journal
+    session; ``transcriber`` is set once the stream runs."""
+
+    def __init__(self, args, cfg):
+        from app.journal import Journal
+
+        self.source = _source(args, cfg)  # decodes a file now: bad input fails before any model loads
+        self.out = Path(args.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.session = Journal(_journal_path(args)).start(args.cmd, "microphone" if args.mic else str(
+            args.audio or default_question()))
+        self.transcriber = None
+        self.t_end: dict[int, tuple[float, float]] = {}  # utterance → (t_start, t_end) on the session clock
+
+    def append_text(self, name: str, text: str) -> None:
+        """Append ``text`` to ``OUT/name`` (UTF-8), after it was journaled."""
+        with open(self.out / name, "a", encoding="utf-8") as f:
+            f.write(text)
+
+    def end(self, status: str) -> None:
+        st = self.transcriber
+        self.session.end(st.stats.audio_s if st is not None else None, status)
 
 
 def _r(x, nd=3):
@@ -129,47 +182,87 @@ def _r(x, nd=3):
 
 
 # -- commands ---------------------------------------------------------------------------------------------------
-def _run_transcriber(args, cfg, rt, on_event, printer):
-    """Start capture + streaming ASR; feed events to ``on_event`` on this thread. Returns the transcriber."""
-    from engine.events import Error, FinalTranscript, PartialTranscript
+def _run_transcriber(args, cfg, rt, live: Live, on_event, printer, abort: threading.Event | None = None):
+    """Run capture + streaming ASR on ``live.source``; journal, print and pass each event to ``on_event`` on this
+    thread. ``abort`` (set by a failed stage) stops the stream. Returns the transcriber.
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    source = _source(args, cfg)
-    events: queue.Queue = queue.Queue()
-    st = rt.transcriber(source, events.put)
-    transcript_file = out / f"{args.cmd}-transcript.txt"
-    transcript_file.write_text("")
+    Raises:
+        KeyboardInterrupt: after the stream is stopped and what it finalised is journaled.
+        Exception: what the ASR thread or ``on_event`` raised (the stream is stopped first).
+    """
+    from engine.events import Error, FinalTranscript, PartialTranscript, SpeechEnded
+    from engine.pipeline import Backlog, EventQueue
+
+    events = EventQueue(maxsize=256)  # stale partials may be dropped; finals never
+    st = rt.transcriber(live.source, events.put)
+    live.transcriber = st
     result: dict = {}
+    done = object()
+    eos: dict[int, float] = {}
+    offset = live.session.offset_s
 
     def worker():
         try:
             result["stats"] = st.run()
         except BaseException as e:  # surfaced on the main thread
             result["error"] = e
-        events.put(None)
+        finally:
+            events.put(done)
+
+    def handle(ev) -> None:
+        if isinstance(ev, PartialTranscript):
+            printer.line(f"… {ev.committed.strip()} ⟨{ev.tentative}⟩", partial=True)
+        elif isinstance(ev, SpeechEnded):
+            eos[ev.utterance] = ev.wall
+        elif isinstance(ev, FinalTranscript):
+            live.t_end[ev.utterance] = (ev.t_start, ev.t_end)
+            if ev.text:  # journaled before it is shown: a crash loses nothing that was printed
+                e = eos.get(ev.utterance)
+                live.session.user(ev.utterance, ev.text, ev.t_start, ev.t_end, ev.wall - e if e else None)
+                live.append_text(f"{args.cmd}-transcript.txt",
+                                 f"[{offset + ev.t_start:.2f}-{offset + ev.t_end:.2f}] {ev.text}\n")
+            printer.line(f"you: {ev.text}")
+        elif isinstance(ev, Backlog):
+            printer.line("(speech recognition is back in step)" if ev.caught_up else
+                         f"(speech recognition is {ev.behind_s:.1f} s behind; catching up, no audio is dropped)")
+        elif isinstance(ev, Error):
+            live.session.error(ev.where, ev.message)
+            printer.line(f"! {ev.where}: {ev.message}")
+        on_event(ev)
 
     th = threading.Thread(target=worker, name="asr", daemon=True)
     th.start()
     try:
         while True:
-            ev = events.get()
-            if ev is None:
+            try:
+                ev = events.get(timeout=0.1)
+            except queue.Empty:
+                if abort is not None and abort.is_set():
+                    st.stop()
+                continue
+            if ev is done:
                 break
-            if isinstance(ev, PartialTranscript):
-                printer.line(f"… {ev.committed.strip()} ⟨{ev.tentative}⟩", partial=True)
-            elif isinstance(ev, FinalTranscript):
-                printer.line(f"you: {ev.text}")
-                if ev.text:
-                    with open(transcript_file, "a") as f:  # written as it happens: a crash loses nothing said
-                        f.write(f"[{ev.t_start:.2f}-{ev.t_end:.2f}] {ev.text}\n")
-            elif isinstance(ev, Error):
-                printer.line(f"! {ev.where}: {ev.message}")
-            on_event(ev)
+            handle(ev)
     except KeyboardInterrupt:
         st.stop()
-        th.join(timeout=30)
+        deadline = time.monotonic() + 30  # the utterance in flight is finalised: journal it too
+        while time.monotonic() < deadline:
+            try:
+                ev = events.get(timeout=0.1)
+            except queue.Empty:
+                if not th.is_alive():
+                    break
+                continue
+            if ev is done:
+                break
+            if isinstance(ev, (FinalTranscript, Error, SpeechEnded)):
+                handle(ev)
         raise
+    except BaseException:
+        st.stop()
+        raise
+    finally:
+        events.close()
     th.join()
     if "error" in result:
         raise result["error"]
@@ -195,8 +288,8 @@ def _asr_report(st, cfg) -> dict:
     }
 
 
-def cmd_transcribe(args, cfg, rt, printer) -> dict:
-    st = _run_transcriber(args, cfg, rt, lambda ev: None, printer)
+def cmd_transcribe(args, cfg, rt, printer, live: Live) -> dict:
+    st = _run_transcriber(args, cfg, rt, live, lambda ev: None, printer)
     rep = _asr_report(st, cfg)
     counts = getattr(rt.asr_backend(), "counts", None)
     if counts is not None:  # SSD: how each re-decode ended (Eq. 3 ctc / Eq. 5 verified / Eq. 6 fallback)
@@ -204,33 +297,18 @@ def cmd_transcribe(args, cfg, rt, printer) -> dict:
     return {"asr": rep}
 
 
-def build_assistant(cfg, rt, emit):
-    """The cascade or PredGen assistant per ``cfg.llm.answer_method`` (shared with the GUI)."""
-    from engine.assistant import Assistant, PredGenAssistant
-
-    c = cfg.llm
-    lm, tts = rt.llm(), rt.tts()
-    if c.answer_method == "cascade":
-        return Assistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit)
-    if c.answer_method != "predgen":
-        from engine.config import ConfigError
-
-        raise ConfigError(f"llm.answer_method must be 'predgen' or 'cascade', got {c.answer_method!r}")
-    judge = rt.llm(instance="judge", n_ctx=1024) if c.predgen_verifier == "reflection" else None
-    return PredGenAssistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit, verifier=c.predgen_verifier,
-                            top_k=c.predgen_top_k, beta=cfg.caption.beta, tokens_per_update=c.predgen_tokens_per_update,
-                            judge_lm=judge, speculation_threads=c.predgen_speculation_threads)
-
-
-def cmd_assist(args, cfg, rt, printer) -> dict:
+def cmd_assist(args, cfg, rt, printer, live: Live) -> dict:
     from audio.io import write_wav
     from audio.playback import NullPlayer, open_player
     from engine.assistant import Conversation
-    from engine.events import (AnswerAudio, AnswerDone, AnswerSentence, Error, FinalTranscript, PartialTranscript,
-                               SpeechStarted)
+    from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript,
+                               PartialTranscript, SpeechStarted)
+    from engine.pipeline import EventQueue
+    from engine.runtime import build_assistant
 
-    out = Path(args.out)
-    answer_events: queue.Queue = queue.Queue()
+    out = live.out
+    # answer text deltas are display-only (dropped when delivery falls behind); sentences, audio and ends never
+    answer_events = EventQueue(maxsize=256, droppable=lambda ev: isinstance(ev, AnswerDelta))
     assistant = build_assistant(cfg, rt, answer_events.put)
     assistant.warm()
     tts = rt.tts()
@@ -250,17 +328,21 @@ def cmd_assist(args, cfg, rt, printer) -> dict:
 
     def handle(ev) -> None:
         if isinstance(ev, AnswerSentence):
+            live.session.answer_sentence(ev.utterance, ev.index, ev.text)  # journaled before it is shown
             printer.line(f"assistant: {ev.text}")
         elif isinstance(ev, AnswerAudio):
             audio_parts.append(ev.samples)
             player.play(ev.samples, ev.sample_rate)
             conv.mark_heard()
         elif isinstance(ev, AnswerDone):
+            t = live.t_end.get(ev.utterance, (None, None))[1]
+            live.session.answer(ev.utterance, ev.text, ev.interrupted, t, t)
             if ev.interrupted:
                 printer.line("(answer interrupted)")
             if len(results) and results[-1]["utterance"] == ev.utterance:
                 results[-1]["answer"] = ev.text
         elif isinstance(ev, Error):
+            live.session.error(ev.where, ev.message)
             printer.line(f"! {ev.where}: {ev.message}")
 
     # Answers are delivered the moment they are ready, by their own thread: never only on the next ASR event
@@ -269,7 +351,7 @@ def cmd_assist(args, cfg, rt, printer) -> dict:
     delivering.set()
 
     def deliver() -> None:
-        while delivering.is_set() or not answer_events.empty():
+        while delivering.is_set() or len(answer_events):
             try:
                 ev = answer_events.get(timeout=0.05)
             except queue.Empty:
@@ -277,7 +359,7 @@ def cmd_assist(args, cfg, rt, printer) -> dict:
             try:
                 handle(ev)
             except Exception as e:  # a broken output device must not stop the answers
-                printer.line(f"! playback: {e}")
+                printer.line(f"! answer delivery: {type(e).__name__}: {e}")
 
     deliverer = threading.Thread(target=deliver, name="answer-delivery", daemon=True)
     deliverer.start()
@@ -293,19 +375,20 @@ def cmd_assist(args, cfg, rt, printer) -> dict:
             conv.on_final(ev.utterance, ev.text)
 
     try:
-        st = _run_transcriber(args, cfg, rt, on_event, printer)
+        st = _run_transcriber(args, cfg, rt, live, on_event, printer)
         while not conv.wait_idle(timeout=0.05):
             pass
     finally:
+        conv.close()
         delivering.clear()
         deliverer.join(timeout=30)
-        conv.close()
+        answer_events.close()
     player.wait(timeout=120)
     player.close()
     eos = {u.index: u.eos_wall for u in st.stats.utterances}
     wav = None
     if audio_parts:
-        wav = write_wav(out / "answer.wav", np.concatenate(audio_parts), tts.sample_rate)
+        wav = write_wav(out / f"answer-{live.session.id}.wav", np.concatenate(audio_parts), tts.sample_rate)
         printer.line(f"answer audio: {wav}")
     rep_answers = []
     for rec in results:
@@ -336,98 +419,102 @@ def cmd_assist(args, cfg, rt, printer) -> dict:
             "answers": rep_answers, "answer_wav": str(wav) if wav else None, "played": bool(player.available)}
 
 
-def build_translator(cfg, rt, target: str):
-    """The live translator per ``cfg.caption.method`` (shared with the GUI)."""
-    from engine.config import ConfigError
-    from engine.ssbd import ARRetranslator, SSBDTranslator
+def cmd_caption(args, cfg, rt, printer, live: Live) -> dict:
+    """Live captions: the newest partial and every final transcript are translated on the caption thread.
 
-    c = cfg.caption
-    lm = rt.llm(c.model_role)
-    if c.method == "ssbd":
-        return SSBDTranslator(lm, target, c.max_tokens, beta=c.beta, mask_k=c.mask_k, display_only=c.display_only_mask)
-    if c.method == "ar":
-        return ARRetranslator(lm, target, c.max_tokens, mask_k=c.mask_k if c.display_only_mask else 0)
-    raise ConfigError(f"caption.method must be 'ssbd' or 'ar', got {c.method!r}")
+    Raises:
+        WorkerError: the translator failed (the stream is stopped; the error is journaled and printed first).
+    """
+    import collections
 
-
-def cmd_caption(args, cfg, rt, printer) -> dict:
     from engine.caption import language_name
     from engine.events import Caption, FinalTranscript, PartialTranscript
+    from engine.runtime import build_translator
 
     translator = build_translator(cfg, rt, args.to)
     printer.line(f"captioning into {language_name(args.to)} ({cfg.caption.method}, β={cfg.caption.beta}, "
                  f"mask-k={cfg.caption.mask_k}{' display-only' if cfg.caption.display_only_mask else ''})")
-    latest: dict = {"job": None}
+    # jobs: every final, in order, before the newest partial (older partials are stale and replaced)
     cond = threading.Condition()
+    finals_q: collections.deque = collections.deque()
+    latest: dict = {"partial": None, "stop": False, "error": None}
+    abort = threading.Event()
     per_utt: dict[int, dict] = {}
     captions: list[Caption] = []
-    stop = threading.Event()
-    out = Path(args.out)
-    caption_file = out / "caption.txt"
-    out.mkdir(parents=True, exist_ok=True)
-    caption_file.write_text("")
     state = {"utt": None}
+
+    def translate(job) -> None:
+        utt, text, final, committed = job
+        if state["utt"] != utt:
+            translator.reset()  # a new utterance: no draft yet
+            state["utt"] = utt
+        u = translator.translate_ssbd(text, final=final)
+        cap = Caption(utt, text, u.stable_text, u.tail_text, final, u.compute_s,
+                      source_stable=text if final else committed)
+        captions.append(cap)
+        st = translator.stream
+        per_utt[utt] = {"source": text, "translation": u.text, "updates": len(st.updates), "ne": round(st.ne, 4),
+                        "acceptance_A_over_D": round(st.acceptance, 4),
+                        "accepted_share_A_over_O": round(st.accepted_share, 4),
+                        "output_tokens_per_s": round(st.tokens_per_s, 2),
+                        "compute_s": round(sum(x.compute_s for x in st.updates), 3)}
+        if final:  # journaled before it is shown
+            t0, t1 = live.t_end.get(utt, (None, None))
+            live.session.caption(utt, text, u.text, t0, t1)
+            live.append_text("caption.txt", f"{text}\n\t{u.text}\n")
+        tail = f" ⟨{u.tail_text.strip()}⟩" if u.tail_text.strip() else ""
+        printer.line(f"[{args.to}]{' (final)' if final else ''} {u.stable_text}{tail}")
 
     def worker():
         while True:
             with cond:
-                while latest["job"] is None and not stop.is_set():
+                while not finals_q and latest["partial"] is None and not latest["stop"]:
                     cond.wait()
-                job = latest["job"]
-                latest["job"] = None
-            if job is None:
+                if finals_q:
+                    job = finals_q.popleft()
+                elif latest["partial"] is not None and not latest["stop"]:
+                    job, latest["partial"] = latest["partial"], None
+                else:
+                    return
+            try:
+                translate(job)
+            except Exception as e:  # the worker ends; the stream is stopped and the command fails with it
+                msg = f"{type(e).__name__}: {e}"
+                with cond:
+                    latest["error"] = msg
+                    finals_q.clear()
+                try:
+                    live.session.error("caption", msg)
+                finally:
+                    printer.line(f"! caption: {msg}")
+                    abort.set()
                 return
-            utt, text, final, committed = job
-            if state["utt"] != utt:
-                translator.reset()  # a new utterance: no draft yet
-                state["utt"] = utt
-            u = translator.translate_ssbd(text, final=final)
-            cap = Caption(utt, text, u.stable_text, u.tail_text, final, u.compute_s,
-                          source_stable=text if final else committed)
-            captions.append(cap)
-            st = translator.stream
-            per_utt[utt] = {"source": text, "translation": u.text, "updates": len(st.updates), "ne": round(st.ne, 4),
-                            "acceptance_A_over_D": round(st.acceptance, 4),
-                            "accepted_share_A_over_O": round(st.accepted_share, 4),
-                            "output_tokens_per_s": round(st.tokens_per_s, 2),
-                            "compute_s": round(sum(x.compute_s for x in st.updates), 3)}
-            tail = f" ⟨{u.tail_text.strip()}⟩" if u.tail_text.strip() else ""
-            printer.line(f"[{args.to}]{' (final)' if final else ''} {u.stable_text}{tail}")
-            if final:
-                with open(caption_file, "a") as f:
-                    f.write(f"{text}\n\t{u.text}\n")
 
     th = threading.Thread(target=worker, name="caption", daemon=True)
     th.start()
 
-    def submit(job):
-        with cond:
-            # stale partials are dropped: only the newest pending job survives; a pending final is never replaced
-            if latest["job"] is None or not latest["job"][2] or job[2]:
-                latest["job"] = job
-            cond.notify()
-
     def on_event(ev):
+        if latest["error"] is not None:
+            return
         if isinstance(ev, PartialTranscript) and ev.text:
-            submit((ev.utterance, ev.text, False, ev.committed.strip()))
+            with cond:
+                latest["partial"] = (ev.utterance, ev.text, False, ev.committed.strip())
+                cond.notify()
         elif isinstance(ev, FinalTranscript) and ev.text:
-            submit((ev.utterance, ev.text, True, ev.text))
-            while True:  # the final must be taken before the next utterance's partials may replace it
-                with cond:
-                    if latest["job"] is None or latest["job"][2] is False:
-                        break
-                time.sleep(0.02)
+            with cond:
+                finals_q.append((ev.utterance, ev.text, True, ev.text))
+                latest["partial"] = None  # this utterance's partials are stale now
+                cond.notify()
 
     try:
-        st = _run_transcriber(args, cfg, rt, on_event, printer)
+        st = _run_transcriber(args, cfg, rt, live, on_event, printer, abort)
     finally:
         with cond:
-            while latest["job"] is not None and latest["job"][2]:
-                cond.notify()
-                cond.wait(timeout=0.05)
-            stop.set()
+            latest["stop"] = True  # the finals already queued are still translated
             cond.notify()
     th.join()
+    if latest["error"] is not None:
+        raise WorkerError(f"caption failed: {latest['error']}")
     utts = [per_utt[k] for k in sorted(per_utt)]
     tps = [u["output_tokens_per_s"] for u in utts if u["output_tokens_per_s"]]
     return {"asr": _asr_report(st, cfg), "target_language": language_name(args.to),
@@ -439,25 +526,65 @@ def cmd_caption(args, cfg, rt, printer) -> dict:
                         "tokens_per_s_mean": _r(np.mean(tps), 2) if tps else None, "utterances": utts}}
 
 
-def cmd_models(args, cfg, rt, printer) -> dict:
-    from engine.config import ROLES
-    from engine.models import resolve
+def cmd_models(args, cfg, rt, printer, live=None) -> dict:
+    """Resolve every model (or ``--roles``); ``--verify`` re-hashes each pinned file and opens every model the
+    configuration can use — the six roles, the CTC draft head and the codec TTS — naming the one that fails.
 
-    roles = [r for r in args.roles.split(",") if r] or list(ROLES)
+    Raises:
+        ModelError: the first model that fails, by name.
+    """
+    from engine.models import ASSET_MODELS, MODEL_NAMES, check_model, resolve
+
+    names = [r for r in args.roles.split(",") if r] or list(MODEL_NAMES)
+    unknown = [r for r in names if r not in MODEL_NAMES]
+    if unknown:
+        raise _UsageError(f"unknown model {unknown[0]!r}; models are {', '.join(MODEL_NAMES)}")
     rep = {}
-    for role in roles:
+    for name in names:
         t0 = time.perf_counter()
-        m = resolve(role, cfg, verify="full" if args.verify else "stamp", progress=not args.quiet)
-        rep[role] = {"path": str(m.path), "source": m.source, "kind": m.kind, "sha256": m.sha256 or None,
-                     "seconds": _r(time.perf_counter() - t0)}
-        printer.line(f"{role:11s} ok  {m.path}")
+        if args.verify:
+            info = check_model(name, cfg, progress=not args.quiet)
+        elif name in ASSET_MODELS:  # small files in assets/: always opened
+            info = check_model(name, cfg)
+        else:
+            m = resolve(name, cfg, verify="stamp", progress=not args.quiet)
+            info = {"path": str(m.path), "source": m.source, "kind": m.kind, "sha256": m.sha256 or None}
+        rep[name] = {**info, "seconds": _r(time.perf_counter() - t0)}
+        printer.line(f"{name:11s} ok  {info['path']}")
     return {"models": rep}
+
+
+def cmd_export(args) -> int:
+    """``specvoice export FILE``: render the journal as TXT/SRT/VTT (UTF-8). Returns the exit code."""
+    from app.export import RENDER, export
+    from app.journal import read_journal
+
+    journal = _journal_path(args)
+    target = Path(args.file)
+    try:
+        if target.suffix.lower() not in RENDER:
+            raise _UsageError(f"export format must be .txt, .srt or .vtt, got {target.suffix or 'none'}")
+        if target.exists() and target.resolve() == journal.resolve():
+            raise _UsageError(f"refusing to write the export over the journal {journal}")
+        records = read_journal(journal)
+        if not records:
+            raise _UsageError(f"no journal records in {journal}")
+        if args.session and not any(r.get("session") == args.session for r in records):
+            raise _UsageError(f"no session {args.session!r} in {journal}")
+        export(records, target, args.session)
+    except (_UsageError, OSError) as e:
+        print(f"specvoice: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"exported {journal} → {target}")
+    return 0
 
 
 COMMANDS = {"transcribe": cmd_transcribe, "assist": cmd_assist, "caption": cmd_caption, "models": cmd_models}
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``). Returns the exit code: 0, 1 (internal
+    failure), 2 (a problem the user can fix: input, model, configuration, device) or 130 (interrupted)."""
     from audio.io import AudioError
     from engine.config import ConfigError
     from engine.lm import ModelLoadError
@@ -473,49 +600,56 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         return run_app([sys.argv[0]])
     if args.cmd == "bench":
-        if args.which == "asr":
-            from bench.asr_bench import main as bench_main
-        elif args.which == "asr-stream":
-            from bench.asr_stream_bench import main as bench_main
-        elif args.which == "tts":
-            from bench.tts_bench import main as bench_main
-        elif args.which == "predgen":
-            from bench.predgen_bench import main as bench_main
-        elif args.which == "ssbd":
-            from bench.ssbd_bench import main as bench_main
-        else:
-            from bench.make_partial_streams import main as bench_main
-        return bench_main(args.rest)
+        import importlib
+
+        return importlib.import_module(BENCHES[args.which]).main(args.rest)
+    if args.cmd == "export":
+        return cmd_export(args)
     printer = Printer(args.quiet)
     report: dict = {"command": args.cmd, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     out = Path(args.out)
     code = 0
+    live: Live | None = None
+    status = "ok"
     try:
         cfg = _config(args)
         from engine.runtime import Runtime
 
         rt = Runtime(cfg, progress=not args.quiet)
-        if args.cmd != "models":
+        if args.cmd in LIVE_COMMANDS:
             report["input"] = "microphone" if args.mic else str(args.audio or default_question())
             report["realtime"] = bool(args.mic or not args.fast)
-        report.update(COMMANDS[args.cmd](args, cfg, rt, printer))
+            live = Live(args, cfg)
+            report["journal"] = str(live.session.journal.path)
+            report["session"] = live.session.id
+        report.update(COMMANDS[args.cmd](args, cfg, rt, printer, live))
         report["models"] = report.get("models") or rt.describe()
         report["load_s"] = rt.load_times.seconds
     except (AudioError, ModelError, ConfigError, ModelLoadError, _UsageError) as e:
         print(f"specvoice: error: {e}", file=sys.stderr)
         report["error"] = str(e)
-        code = EXIT_USAGE
+        code, status = EXIT_USAGE, "error"
     except KeyboardInterrupt:
         print("specvoice: interrupted", file=sys.stderr)
         report["error"] = "interrupted"
-        code = 130
+        code, status = 130, "interrupted"
+    except WorkerError as e:
+        print(f"specvoice: error: {e}", file=sys.stderr)
+        report["error"] = str(e)
+        code, status = 1, "error"
     except Exception as e:  # an unexpected failure: still one line, the report keeps the details
         import traceback
 
         print(f"specvoice: error: {type(e).__name__}: {e}", file=sys.stderr)
         report["error"] = f"{type(e).__name__}: {e}"
         report["traceback"] = traceback.format_exc()
-        code = 1
+        code, status = 1, "error"
+    if live is not None:
+        try:
+            live.end(status)
+        except OSError as e:
+            print(f"specvoice: error: cannot write the journal: {e}", file=sys.stderr)
+            code = code or 1
     report_path = out / f"{args.cmd}-report.json"
     try:
         _write_json(report_path, report)

@@ -193,8 +193,8 @@ class EngineController(QObject):
             self._conv.on_speech_start()
 
     def _run(self, opts: SessionOptions) -> None:
-        from app.cli import build_assistant, build_translator
         from engine.assistant import Conversation
+        from engine.runtime import build_assistant, build_translator
         cfg = self.cfg
         try:
             self.rt.asr_backend()  # load now: a model error is reported before capture starts

@@ -1,96 +1,190 @@
-"""Conversation history on disk, and export as TXT, SRT and VTT.
+"""Transcript and caption exports (TXT, SRT, VTT) rendered from the session journal (:mod:`app.journal`).
 
-The history is a JSON-lines file appended (and flushed) as each item happens, so a crash loses nothing said.
+All sessions of a journal share one continuous clock (each starts after the previous one ended, see
+:func:`app.journal.session_offsets`), cues never overlap, and files are written as UTF-8. ``session=ID`` renders a
+single session on its own clock (starting at 0) instead.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+
+from .journal import Journal, Session, read_journal, session_offsets
+
+MIN_CUE_S = 2.0  # duration given to a cue without an end time, seconds
+WHO = {"user": "You", "assistant": "Assistant", "caption": "Caption"}
 
 
 @dataclass
 class Item:
-    """One line of the conversation. ``kind``: "user", "assistant" or "caption"; times in seconds of the session's
-    audio (``t_start``/``t_end``; the assistant's lines get the user's end time)."""
+    """One line of the conversation. ``kind``: "user", "assistant" or "caption"; times in seconds of the
+    session's audio (``t_start``/``t_end``; an answer gets the end time of the words it answers)."""
 
     kind: str
     text: str
     t_start: float
     t_end: float
     translation: str = ""
-    wall: float = 0.0
+    utterance: int = -1
+    session: str = ""
+
+
+def items(records: list[dict], session: str | None = None) -> list[Item]:
+    """The conversation lines of ``records`` (of one ``session`` when given), times on the continuous clock (or on
+    the session's own clock when ``session`` is given)."""
+    offsets = session_offsets(records)
+    out = []
+    for r in records:
+        if r.get("type") not in WHO or (session is not None and r.get("session") != session):
+            continue
+        off = 0.0 if session is not None else offsets.get(r.get("session"), 0.0)
+        t0 = r.get("t_start")
+        t1 = r.get("t_end")
+        t0 = float(t0) if isinstance(t0, (int, float)) else float(t1) if isinstance(t1, (int, float)) else 0.0
+        t1 = float(t1) if isinstance(t1, (int, float)) else t0
+        out.append(Item(r["type"], str(r.get("text", "")), off + t0, off + t1, str(r.get("translation") or ""),
+                        int(r.get("utterance", -1) if isinstance(r.get("utterance"), int) else -1),
+                        str(r.get("session", ""))))
+    return out
+
+
+def cues(lines: list[Item]) -> list[tuple[float, float, str]]:
+    """Subtitle cues (start s, end s, text) from the user and caption lines: a caption replaces the plain
+    transcript of the same utterance; sorted, and each cue ends no later than the next one starts."""
+    captioned = {(it.session, it.utterance) for it in lines if it.kind == "caption" and it.utterance >= 0}
+    raw = []
+    for it in lines:
+        if it.kind == "assistant" or not it.text.strip():
+            continue
+        if it.kind == "user" and (it.session, it.utterance) in captioned:
+            continue
+        raw.append((it.t_start, it.t_end, it.text + (f"\n{it.translation}" if it.translation else "")))
+    raw.sort(key=lambda c: c[0])
+    out: list[tuple[float, float, str]] = []
+    for i, (a, b, text) in enumerate(raw):
+        if out:
+            a = max(a, out[-1][1])
+        if b <= a:
+            b = a + MIN_CUE_S
+        if i + 1 < len(raw) and raw[i + 1][0] > a:
+            b = min(b, raw[i + 1][0])
+        out.append((a, max(b, a + 0.001), text))
+    return out
+
+
+def to_txt(records: list[dict], session: str | None = None) -> str:
+    """The conversation as text: one ``[hh:mm:ss.mmm] Who: text`` line per item, a header line per session."""
+    lines = []
+    heads = {r["session"]: r for r in records if r.get("type") == "session" and "session" in r}
+    current = None
+    for it in items(records, session):
+        if it.session != current:
+            current = it.session
+            h = heads.get(current)
+            if h is not None:
+                lines.append(f"# session {current}: {h.get('command', '')} {h.get('input', '')} "
+                             f"({h.get('started', '')})".replace("  ", " "))
+        line = f"[{clock(it.t_start, '.')}] {WHO[it.kind]}: {it.text}"
+        if it.translation:
+            line += f"\n    → {it.translation}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def to_srt(records: list[dict], session: str | None = None) -> str:
+    blocks = [f"{i}\n{clock(a, ',')} --> {clock(b, ',')}\n{text}\n"
+              for i, (a, b, text) in enumerate(cues(items(records, session)), 1)]
+    return "\n".join(blocks)
+
+
+def to_vtt(records: list[dict], session: str | None = None) -> str:
+    blocks = ["WEBVTT\n"] + [f"{clock(a, '.')} --> {clock(b, '.')}\n{text}\n"
+                             for a, b, text in cues(items(records, session))]
+    return "\n".join(blocks)
+
+
+RENDER = {".txt": to_txt, ".srt": to_srt, ".vtt": to_vtt}
+
+
+def export(records: list[dict], path: str | Path, session: str | None = None) -> Path:
+    """Write TXT, SRT or VTT (by the file's suffix) as UTF-8; returns the path.
+
+    Raises:
+        ValueError: another suffix.
+        OSError: the file cannot be written.
+    """
+    p = Path(path)
+    render = RENDER.get(p.suffix.lower())
+    if render is None:
+        raise ValueError(f"export format must be .txt, .srt or .vtt, got {p.suffix.lower() or 'none'}")
+    p.write_text(render(records, session), encoding="utf-8")
+    return p
 
 
 class History:
-    """Append-only conversation log (JSON lines) with TXT/SRT/VTT export."""
+    """The GUI's conversation log: a :class:`app.journal.Journal` at ``path`` plus the exports.
+
+    ``add`` appends (fsynced) to the current session, started on first use; :meth:`end_session` closes it, so
+    the next item starts a new session later on the journal's clock.
+    """
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.items: list[Item] = []
-        if self.path.exists():
-            for line in self.path.read_text().splitlines():
-                try:
-                    self.items.append(Item(**json.loads(line)))
-                except (ValueError, TypeError):
-                    continue  # a torn last line after a crash
+        self.journal = Journal(path)
+        self.path = self.journal.path
+        self._session: Session | None = None
+
+    @property
+    def items(self) -> list[Item]:
+        return items(read_journal(self.path))
+
+    def session(self) -> Session:
+        if self._session is None or self._session.ended:
+            self._session = self.journal.start("app")
+        return self._session
 
     def add(self, item: Item) -> None:
-        item.wall = item.wall or time.time()
-        self.items.append(item)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(asdict(item), ensure_ascii=False) + "\n")
-            f.flush()
+        """Append ``item`` to the journal (durable on return).
+
+        Raises:
+            OSError: the journal cannot be written.
+        """
+        s = self.session()
+        if item.kind == "user":
+            s.user(item.utterance, item.text, item.t_start, item.t_end)
+        elif item.kind == "assistant":
+            s.answer(item.utterance, item.text, t_start=item.t_start, t_end=item.t_end)
+        elif item.kind == "caption":
+            s.caption(item.utterance, item.text, item.translation, item.t_start, item.t_end)
+        else:
+            raise ValueError(f"unknown item kind {item.kind!r}")
+
+    def end_session(self, audio_s: float | None = None, status: str = "ok") -> None:
+        if self._session is not None:
+            self._session.end(audio_s, status)
+            self._session = None
 
     def to_txt(self) -> str:
-        out = []
-        for it in self.items:
-            who = {"user": "You", "assistant": "Assistant", "caption": "Caption"}.get(it.kind, it.kind)
-            line = f"[{_clock(it.t_start, '.')}] {who}: {it.text}"
-            if it.translation:
-                line += f"\n    → {it.translation}"
-            out.append(line)
-        return "\n".join(out) + "\n"
-
-    def _cues(self):
-        for it in self.items:
-            if it.kind == "assistant":
-                continue
-            end = it.t_end if it.t_end > it.t_start else it.t_start + 2.0
-            text = it.text + (f"\n{it.translation}" if it.translation else "")
-            yield it.t_start, end, text
+        return to_txt(read_journal(self.path))
 
     def to_srt(self) -> str:
-        blocks = []
-        for i, (a, b, text) in enumerate(self._cues(), 1):
-            blocks.append(f"{i}\n{_clock(a, ',')} --> {_clock(b, ',')}\n{text}\n")
-        return "\n".join(blocks)
+        return to_srt(read_journal(self.path))
 
     def to_vtt(self) -> str:
-        blocks = ["WEBVTT\n"]
-        for a, b, text in self._cues():
-            blocks.append(f"{_clock(a, '.')} --> {_clock(b, '.')}\n{text}\n")
-        return "\n".join(blocks)
+        return to_vtt(read_journal(self.path))
 
     def export(self, path: str | Path) -> Path:
-        """Write TXT, SRT or VTT by the file's suffix.
+        """Write the whole journal as TXT, SRT or VTT by the file's suffix (UTF-8).
 
         Raises:
             ValueError: another suffix.
+            OSError: the file cannot be written.
         """
-        p = Path(path)
-        fmt = p.suffix.lower()
-        text = {".txt": self.to_txt, ".srt": self.to_srt, ".vtt": self.to_vtt}.get(fmt)
-        if text is None:
-            raise ValueError(f"export format must be .txt, .srt or .vtt, got {fmt or 'none'}")
-        p.write_text(text())
-        return p
+        return export(read_journal(self.path), path)
 
 
-def _clock(t: float, sep: str) -> str:
+def clock(t: float, sep: str) -> str:
+    """``hh:mm:ss<sep>mmm`` of ``t`` seconds (negative times print as 0)."""
     ms = int(round(max(0.0, t) * 1000))
     h, ms = divmod(ms, 3_600_000)
     m, ms = divmod(ms, 60_000)

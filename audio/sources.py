@@ -1,7 +1,9 @@
 """Audio sources: a file played at real-time pace or as fast as possible, and the microphone (sounddevice).
 
 Every source yields :class:`AudioBlock` records of float32 16 kHz mono samples. The microphone callback only
-copies into a queue (it never waits on the engine), so a slow engine cannot make capture drop audio.
+copies into a bounded queue (it never waits on the engine): up to ``max_backlog_s`` seconds (default 600 s) of
+audio wait there while the engine is busy, so a slow engine does not make capture drop audio; beyond that the
+callback cannot keep a block and counts it in ``MicSource.dropped_s`` (the pipeline reports it).
 
 Raises:
     AudioError: unreadable file, no input device, a device that cannot be opened.
@@ -118,6 +120,8 @@ class MicSource(AudioSource):
 
     Args:
         device: index, name substring, or None/"" for the default input.
+        block_s: seconds per block.
+        max_backlog_s: audio the queue holds while the engine is busy, seconds.
 
     Raises:
         AudioError: no input device, or the device cannot be opened.
@@ -125,7 +129,7 @@ class MicSource(AudioSource):
 
     name = "microphone"
 
-    def __init__(self, device: str | int | None = None, block_s: float = 0.1):
+    def __init__(self, device: str | int | None = None, block_s: float = 0.1, max_backlog_s: float = 600.0):
         super().__init__()
         try:
             import sounddevice as sd
@@ -146,13 +150,17 @@ class MicSource(AudioSource):
         except Exception:
             self.rate = int(info["default_samplerate"])
         self.block_s = block_s
-        self.q: queue.Queue = queue.Queue()
-        self.overflows = 0
+        self.q: queue.Queue = queue.Queue(maxsize=max(1, int(max_backlog_s / block_s)))
+        self.overflows = 0  # PortAudio input overflows (the OS buffer, before this callback)
+        self.dropped_s = 0.0  # audio the full queue could not take, seconds
 
     def _callback(self, indata, frames, time_info, status) -> None:
         if status and status.input_overflow:
             self.overflows += 1
-        self.q.put(indata[:, 0].copy())
+        try:
+            self.q.put_nowait(indata[:, 0].copy())
+        except queue.Full:
+            self.dropped_s += frames / self.rate
 
     def __iter__(self) -> Iterator[AudioBlock]:
         resampler = Resampler(self.rate, 1, SAMPLE_RATE)

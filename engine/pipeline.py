@@ -7,10 +7,21 @@ Threads:
       least ``min_chunk_s`` of new audio arrived (computation-aware, as whisper_streaming); at end of speech it
       finishes the utterance and emits :class:`FinalTranscript`.
 Consumers receive events through a callback; assist and caption run their LLM work on their own threads.
+
+Queue policy (every queue is bounded):
+    * audio (capture → ASR, :class:`AudioQueue`): holds at most ``max_backlog_s`` seconds of audio (default 600 s).
+      Audio is never dropped: when ASR falls behind a real-time source it decodes everything queued in one pass
+      (it catches up) and emits :class:`Backlog` events when the delay passes ``lag_warn_s`` and when it is back
+      under half of it. A full queue makes the capture thread wait, which paces a file source; the microphone's
+      own queue (``audio.sources.MicSource``) has the same capacity and reports what it could not keep.
+    * events (engine → a front end, :class:`EventQueue`): stale partial transcripts may be dropped when the
+      consumer falls behind (a newer partial supersedes them); final transcripts, answers, captions and errors
+      are never dropped (the producer waits for room instead).
 """
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -24,6 +35,129 @@ from .events import (CommittedWords, Error, FinalTranscript, PartialTranscript, 
 from .streaming_asr import ASRBackend, OnlineASRProcessor, join_words
 
 SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """ASR is ``behind_s`` seconds behind a real-time source (``caught_up=False``), or is back in step
+    (``caught_up=True``). Nothing was dropped: the queued audio is decoded in one pass."""
+
+    behind_s: float
+    caught_up: bool
+    wall: float = field(default_factory=time.monotonic)
+
+
+class AudioQueue:
+    """Bounded FIFO between the capture and the ASR threads, measured in seconds of audio.
+
+    ``put`` waits while the queue holds ``capacity_s`` seconds (items without audio, e.g. VAD boundaries, always
+    fit); ``get`` waits for an item. Thread-safe.
+    """
+
+    def __init__(self, capacity_s: float = 600.0):
+        self.capacity_s = float(capacity_s)
+        self._items: collections.deque = collections.deque()
+        self._seconds = 0.0
+        self._cv = threading.Condition()
+
+    @property
+    def seconds(self) -> float:
+        """Audio waiting in the queue, seconds."""
+        with self._cv:
+            return self._seconds
+
+    def __len__(self) -> int:
+        with self._cv:
+            return len(self._items)
+
+    def put(self, item, seconds: float = 0.0, timeout: float | None = None) -> bool:
+        """Append ``item`` holding ``seconds`` of audio. Returns False if it did not fit within ``timeout`` s."""
+        with self._cv:
+            if seconds > 0 and not self._cv.wait_for(lambda: self._seconds + seconds <= self.capacity_s
+                                                     or not self._items, timeout):
+                return False
+            self._items.append((item, seconds))
+            self._seconds += seconds
+            self._cv.notify_all()
+            return True
+
+    def get(self, timeout: float | None = None):
+        """The oldest item. Raises queue.Empty after ``timeout`` s without one."""
+        with self._cv:
+            if not self._cv.wait_for(lambda: self._items, timeout):
+                raise queue.Empty
+            return self._pop()
+
+    def get_nowait(self):
+        """The oldest item. Raises queue.Empty when there is none."""
+        with self._cv:
+            if not self._items:
+                raise queue.Empty
+            return self._pop()
+
+    def _pop(self):
+        item, seconds = self._items.popleft()
+        self._seconds = max(0.0, self._seconds - seconds)
+        self._cv.notify_all()
+        return item
+
+
+class EventQueue:
+    """Bounded queue of engine events from worker threads to one consumer (the CLI's printer, a GUI bridge).
+
+    Policy: when ``maxsize`` events wait, the oldest waiting event that ``droppable(event)`` accepts (by default a
+    :class:`engine.events.PartialTranscript`: a newer partial supersedes it) is dropped to make room; an event that
+    is not droppable waits for room (finals, answers, captions and errors are never lost). After :meth:`close`
+    (the consumer has stopped) ``put`` never waits and returns False.
+    """
+
+    def __init__(self, maxsize: int = 256, droppable: Callable[[object], bool] | None = None):
+        if maxsize < 1:
+            raise ValueError(f"maxsize must be >= 1, got {maxsize}")
+        self.maxsize = maxsize
+        self.droppable = droppable or (lambda ev: isinstance(ev, PartialTranscript))
+        self.dropped = 0  # events dropped by the policy
+        self._items: collections.deque = collections.deque()
+        self._cv = threading.Condition()
+        self._closed = False
+
+    def __len__(self) -> int:
+        with self._cv:
+            return len(self._items)
+
+    def put(self, ev) -> bool:
+        """Enqueue ``ev`` by the policy above. Returns False when ``ev`` itself was dropped or the queue is closed."""
+        with self._cv:
+            while len(self._items) >= self.maxsize and not self._closed:
+                victim = next((x for x in self._items if self.droppable(x)), None)
+                if victim is not None:
+                    self._items.remove(victim)
+                    self.dropped += 1
+                    break
+                if self.droppable(ev):
+                    self.dropped += 1
+                    return False
+                self._cv.wait(0.1)
+            if self._closed:
+                return False
+            self._items.append(ev)
+            self._cv.notify_all()
+            return True
+
+    def get(self, timeout: float | None = None):
+        """The oldest event. Raises queue.Empty after ``timeout`` s without one."""
+        with self._cv:
+            if not self._cv.wait_for(lambda: self._items, timeout):
+                raise queue.Empty
+            ev = self._items.popleft()
+            self._cv.notify_all()
+            return ev
+
+    def close(self) -> None:
+        """The consumer is gone: wake and release every waiting producer."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
 
 
 @dataclass
@@ -44,12 +178,17 @@ class UtteranceRecord:
 
 @dataclass
 class TranscriberStats:
+    """Totals of one stream; ``max_backlog_s``: the longest ASR delay behind a real-time source (s);
+    ``dropped_audio_s``: audio the source could not keep (s; only a microphone more than its queue behind)."""
+
     audio_s: float = 0.0
     asr_compute_s: float = 0.0
     updates: int = 0
     utterances: list[UtteranceRecord] = field(default_factory=list)
     started_wall: float = 0.0
     ended_wall: float = 0.0
+    max_backlog_s: float = 0.0
+    dropped_audio_s: float = 0.0
 
     @property
     def rtf(self) -> float:
@@ -64,13 +203,17 @@ class StreamingTranscriber:
         source: audio source (file, microphone).
         backend: ASR backend (plain AR or a speculative decoder).
         vad: a :class:`audio.vad.StreamingVAD`, or None to treat the whole stream as one utterance.
-        emit: receives SpeechStarted, PartialTranscript, CommittedWords, SpeechEnded, FinalTranscript, Error.
+        emit: receives SpeechStarted, PartialTranscript, CommittedWords, SpeechEnded, FinalTranscript, Backlog,
+            Error.
         min_chunk_s: minimum new audio per re-decode, seconds.
+        max_backlog_s: capacity of the capture → ASR queue, seconds of audio.
+        lag_warn_s: ASR delay behind a real-time source that emits :class:`Backlog`, seconds.
     """
 
     def __init__(self, source: AudioSource, backend: ASRBackend, vad: StreamingVAD | None,
                  emit: Callable[[object], None], min_chunk_s: float = 1.0, buffer_trim_s: float = 15.0,
-                 max_utterance_s: float = 60.0, final_full: bool = True):
+                 max_utterance_s: float = 60.0, final_full: bool = True, max_backlog_s: float = 600.0,
+                 lag_warn_s: float = 3.0):
         self.source = source
         self.final_full = final_full
         self.backend = backend
@@ -81,19 +224,33 @@ class StreamingTranscriber:
         self.max_utterance_s = max_utterance_s
         self.context_gap_s = 3.0  # keep the previous utterance as acoustic context when the pause is shorter
         self._last_words: list = []
-        self.q: queue.Queue = queue.Queue()
+        self.q = AudioQueue(max_backlog_s)
+        self.lag_warn_s = lag_warn_s
+        self.realtime = bool(getattr(source, "realtime", True))  # a file fed "as fast as consumed" never lags
         self.stats = TranscriberStats()
         self.transcript: list[str] = []  # final text of each utterance, in order (never lost)
         self._stop = threading.Event()
         self.capture_error: Exception | None = None
 
     # -- capture thread ---------------------------------------------------------------------------------------
+    def _put_audio(self, block: AudioBlock) -> None:
+        seconds = len(block.samples) / SAMPLE_RATE
+        while not self.q.put(("audio", block), seconds, timeout=0.1):
+            if self._stop.is_set():
+                return
+
     def _capture(self) -> None:
+        dropped = 0.0
         try:
             for block in self.source:
                 if self._stop.is_set():
                     break
-                self.q.put(("audio", block))
+                self._put_audio(block)
+                lost = float(getattr(self.source, "dropped_s", 0.0))
+                if lost > dropped:
+                    dropped = self.stats.dropped_audio_s = lost
+                    self.q.put(("lost", f"{lost:.1f} s of microphone audio could not be kept (speech recognition "
+                                        "is too far behind)"))
                 events = self.vad(block.samples) if self.vad is not None else []
                 for ev in events:
                     self.q.put((ev.kind, ev.t, block))
@@ -125,6 +282,7 @@ class StreamingTranscriber:
         pause_at: float | None = None
         if self.vad is None:
             utt_index, proc, rec = self._start(0, 0.0, [])
+        lagging = False
         while not done:
             items = [self.q.get()]
             while True:
@@ -132,6 +290,17 @@ class StreamingTranscriber:
                     items.append(self.q.get_nowait())
                 except queue.Empty:
                     break
+            if self.realtime:
+                oldest = next((it[1].wall for it in items if it[0] == "audio"), None)
+                if oldest is not None:
+                    lag = time.monotonic() - oldest
+                    self.stats.max_backlog_s = max(self.stats.max_backlog_s, lag)
+                    if not lagging and lag > self.lag_warn_s:
+                        lagging = True
+                        self.emit(Backlog(lag, caught_up=False))
+                    elif lagging and lag < self.lag_warn_s / 2:
+                        lagging = False
+                        self.emit(Backlog(lag, caught_up=True))
             for item in items:
                 kind = item[0]
                 if kind == "audio":
@@ -160,6 +329,8 @@ class StreamingTranscriber:
                     proc, rec, pending_new, pause_at = None, None, 0.0, None
                 elif kind == "error":
                     self.emit(Error("audio", f"audio input failed: {item[1]}"))
+                elif kind == "lost":
+                    self.emit(Error("audio", item[1]))
                 elif kind == "eof":
                     done = True
             if done and proc is not None:

@@ -1,6 +1,7 @@
 """Build the engines from a :class:`engine.config.Config` (models load once, lazily, and are shared).
 
-The CLI, the GUI and the benchmarks all construct models here, so a role means the same file everywhere.
+The CLI, the GUI and the benchmarks all construct models here, so a role means the same file everywhere;
+:func:`build_assistant` and :func:`build_translator` build the answer and caption stages for both front ends.
 """
 
 from __future__ import annotations
@@ -184,3 +185,49 @@ class Runtime:
 
     def describe(self) -> dict:
         return {r: {"path": str(m.path), "source": m.source, "kind": m.kind} for r, m in self.resolved.items()}
+
+
+def build_assistant(cfg: Config, rt: Runtime, emit):
+    """The answer stage per ``cfg.llm.answer_method``: the cascade :class:`engine.assistant.Assistant` or the
+    :class:`engine.assistant.PredGenAssistant` (with a second "judge" context for the reflection verifier).
+
+    Args:
+        emit: receives the answer events (AnswerDelta, AnswerSentence, AnswerAudio, AnswerDone, Error).
+
+    Raises:
+        ConfigError: an unknown ``llm.answer_method``.
+        ModelError, ModelLoadError: the LLM or the voice cannot be loaded.
+    """
+    from .assistant import Assistant, PredGenAssistant
+    from .config import ConfigError
+
+    c = cfg.llm
+    if c.answer_method not in ("cascade", "predgen"):
+        raise ConfigError(f"llm.answer_method must be 'predgen' or 'cascade', got {c.answer_method!r}")
+    lm, tts = rt.llm(), rt.tts()
+    if c.answer_method == "cascade":
+        return Assistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit)
+    judge = rt.llm(instance="judge", n_ctx=1024) if c.predgen_verifier == "reflection" else None
+    return PredGenAssistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit, verifier=c.predgen_verifier,
+                            top_k=c.predgen_top_k, beta=cfg.caption.beta, tokens_per_update=c.predgen_tokens_per_update,
+                            judge_lm=judge, speculation_threads=c.predgen_speculation_threads)
+
+
+def build_translator(cfg: Config, rt: Runtime, target: str):
+    """The live translator per ``cfg.caption.method``: SSBD (previous translation as the draft) or the AR
+    re-translation baseline, into ``target`` (a language code or name).
+
+    Raises:
+        ConfigError: an unknown ``caption.method``.
+        ModelError, ModelLoadError: the caption LLM cannot be loaded.
+    """
+    from .config import ConfigError
+    from .ssbd import ARRetranslator, SSBDTranslator
+
+    c = cfg.caption
+    if c.method not in ("ssbd", "ar"):
+        raise ConfigError(f"caption.method must be 'ssbd' or 'ar', got {c.method!r}")
+    lm = rt.llm(c.model_role)
+    if c.method == "ssbd":
+        return SSBDTranslator(lm, target, c.max_tokens, beta=c.beta, mask_k=c.mask_k, display_only=c.display_only_mask)
+    return ARRetranslator(lm, target, c.max_tokens, mask_k=c.mask_k if c.display_only_mask else 0)

@@ -1,0 +1,179 @@
+"""The session journal: what a session said and heard, on disk before it is shown.
+
+One JSON object per line (UTF-8), appended, flushed and fsynced per record, so killing the process (even with
+SIGKILL) loses nothing that had been printed or displayed; a torn last line is skipped when reading. Sessions are
+never truncated or rewritten: each run appends its own records after the earlier sessions'.
+
+Records (``type``):
+    * ``session`` — a session starts: ``command``, ``input``, ``started`` (ISO local time).
+    * ``user`` — a final transcript: ``utterance``, ``text``, ``t_start``/``t_end`` (audio seconds since the
+      session's source started), ``latency_s`` (end of speech → final transcript, s, or null).
+    * ``answer_sentence`` — one sentence of the answer as it went to the voice: ``utterance``, ``index``, ``text``.
+    * ``assistant`` — the whole answer: ``utterance``, ``text``, ``interrupted``, ``t_start``/``t_end``.
+    * ``caption`` — a final caption: ``utterance``, ``text`` (source), ``translation``, ``t_start``/``t_end``.
+    * ``error`` — an error shown to the user: ``where``, ``message``.
+    * ``session_end`` — ``audio_s`` (audio seconds the session consumed) and ``status``.
+Every record carries ``session`` (the session id) and ``wall`` (Unix time, s).
+
+The exports (:mod:`app.export`) put all sessions on one continuous clock: a session starts
+:data:`SESSION_GAP_S` after the end of the previous one (its ``audio_s``, or its last record's ``t_end`` when it
+was killed), so cues of different sessions never overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+SESSION_GAP_S = 1.0  # clock gap between consecutive sessions in the exports, seconds
+
+
+def default_journal_path() -> Path:
+    """The desktop app's journal: ``$SPECVOICE_JOURNAL``, else ``$XDG_DATA_HOME/specvoice/history.jsonl``
+    (``~/.local/share/specvoice/history.jsonl``)."""
+    env = os.environ.get("SPECVOICE_JOURNAL")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "specvoice" / "history.jsonl"
+
+
+def read_journal(path: str | Path) -> list[dict]:
+    """All complete records of the journal at ``path``, in order ([] when it does not exist).
+
+    Lines that are not a JSON object with a ``type`` (a torn last line after a crash) are skipped.
+
+    Raises:
+        OSError: the file exists but cannot be read.
+    """
+    p = Path(path)
+    if not p.exists():
+        return []
+    out = []
+    with open(p, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and "type" not in rec and "kind" in rec:  # the earlier history format
+                rec = {**rec, "type": rec["kind"], "session": "history"}
+            if isinstance(rec, dict) and "type" in rec:
+                out.append(rec)
+    return out
+
+
+def session_offsets(records: list[dict]) -> dict[str, float]:
+    """Start of each session on the journal's continuous clock (seconds), by session id.
+
+    A session starts :data:`SESSION_GAP_S` after the end of the previous one; the first starts at 0.
+    """
+    return _clock(records)[0]
+
+
+def _clock(records: list[dict]) -> tuple[dict[str, float], float]:
+    """(start of each session, start of the next session) on the continuous clock, seconds."""
+    order: list[str] = []
+    end: dict[str, float] = {}
+    for r in records:
+        sid = r.get("session")
+        if sid is None:
+            continue
+        if sid not in end:
+            order.append(sid)
+            end[sid] = 0.0
+        for key in ("t_end", "t_start", "audio_s"):
+            v = r.get(key)
+            if isinstance(v, (int, float)):
+                end[sid] = max(end[sid], float(v))
+    offsets: dict[str, float] = {}
+    t = 0.0
+    for sid in order:
+        offsets[sid] = t
+        t += end[sid] + SESSION_GAP_S
+    return offsets, t
+
+
+class Journal:
+    """Append-only JSONL journal at ``path`` (thread-safe; the parent folder is created).
+
+    Raises:
+        OSError: the folder or file cannot be created or written (from :meth:`start` and :meth:`Session.write`).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def start(self, command: str, input: str = "", **meta) -> "Session":
+        """Open a new session, appending its ``session`` record. Returns the :class:`Session`.
+
+        ``offset_s`` of the session is its start on the continuous clock (after every earlier session).
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        offset = _clock(read_journal(self.path))[1]
+        sid = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        s = Session(self, sid, offset)
+        s.write("session", command=command, input=input, started=time.strftime("%Y-%m-%dT%H:%M:%S"), **meta)
+        return s
+
+    def append(self, record: dict) -> None:
+        """Append one record and make it durable (flush + fsync) before returning."""
+        line = json.dumps(record, ensure_ascii=False, default=float) + "\n"
+        with self._lock, open(self.path, "a", encoding="utf-8", newline="\n") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def records(self) -> list[dict]:
+        return read_journal(self.path)
+
+
+class Session:
+    """One session's writer. ``offset_s``: where the session starts on the journal's continuous clock (s)."""
+
+    def __init__(self, journal: Journal, session_id: str, offset_s: float):
+        self.journal = journal
+        self.id = session_id
+        self.offset_s = offset_s
+        self.ended = False
+
+    def write(self, type: str, **fields) -> dict:
+        """Append a record of ``type`` with ``fields`` (plus ``session`` and ``wall``); durable on return."""
+        rec = {"type": type, "session": self.id, "wall": round(time.time(), 3), **fields}
+        self.journal.append(rec)
+        return rec
+
+    def user(self, utterance: int, text: str, t_start: float, t_end: float, latency_s: float | None = None) -> dict:
+        return self.write("user", utterance=utterance, text=text, t_start=_r(t_start), t_end=_r(t_end),
+                          latency_s=_r(latency_s))
+
+    def answer_sentence(self, utterance: int, index: int, text: str) -> dict:
+        return self.write("answer_sentence", utterance=utterance, index=index, text=text)
+
+    def answer(self, utterance: int, text: str, interrupted: bool = False, t_start: float | None = None,
+               t_end: float | None = None) -> dict:
+        return self.write("assistant", utterance=utterance, text=text, interrupted=interrupted, t_start=_r(t_start),
+                          t_end=_r(t_end))
+
+    def caption(self, utterance: int, source: str, translation: str, t_start: float | None = None,
+                t_end: float | None = None) -> dict:
+        return self.write("caption", utterance=utterance, text=source, translation=translation, t_start=_r(t_start),
+                          t_end=_r(t_end))
+
+    def error(self, where: str, message: str) -> dict:
+        return self.write("error", where=where, message=message)
+
+    def end(self, audio_s: float | None = None, status: str = "ok") -> None:
+        """Append the ``session_end`` record (once)."""
+        if not self.ended:
+            self.ended = True
+            self.write("session_end", audio_s=_r(audio_s), status=status)
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(float(x), nd)
