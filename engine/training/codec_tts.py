@@ -11,7 +11,8 @@ Data: sentences from Multi30k train, MT-Bench and GSM8K (the CTC head's training
 synthesised by Piper (en_US-joe-medium) with its phoneme/sample alignments, resampled to 16 kHz. Held out: the
 CTC head's held-out sentences (Multi30k test 2017, GSM8K 1200+), never trained on.
 Outputs go to assets/codec_tts/ (codec.npz, lm.safetensors, config.json, card.md); cached data to
-$SPECVOICE_CACHE/codec_tts_data.
+$SPECVOICE_CACHE/codec_tts_data/data.npz (arrays and texts, no pickle; keyed by the Piper voice's sha256 and
+rebuilt when missing, corrupt or of another voice).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("SPECVOICE_CACHE", Path.home() / ".cache" / "specvoice")) / "codec_tts_data"
 ASSET = ROOT / "assets" / "codec_tts"
+DATA_FILE = "data.npz"
+N_SENTENCES = 1200
 
 
 def _sentences(seed: int = 0) -> list[str]:
@@ -41,24 +44,69 @@ def _sentences(seed: int = 0) -> list[str]:
     return sents
 
 
-def make_data(n: int, seed: int = 0) -> None:
-    """Piper speech for ``n`` training sentences: 16 kHz audio, phoneme ids, samples per id (22.05 kHz)."""
-    import pickle
-
-    from audio.io import resample
+def _voice():
+    """The teacher Piper voice's resolved model (engine.models) and its sha256."""
     from engine.config import load_config
-    from engine.models import resolve
+    from engine.models import resolve, sha256_file
+
+    m = resolve("tts_voice", load_config())
+    return m, (m.sha256 or sha256_file(Path(m.path)))
+
+
+def save_data(path: Path, rate: int, items: list[dict], voice_sha256: str) -> None:
+    """Write the synthesised data as one ``.npz`` (no pickle), atomically: texts, and per utterance the phoneme ids
+    (int16), samples per id (int32) and 16 kHz audio (float32), concatenated with their offsets."""
+    def cat(key, dtype):
+        arrs = [np.asarray(x[key], dtype) for x in items]
+        offs = np.cumsum([0] + [len(a) for a in arrs]).astype(np.int64)
+        return (np.concatenate(arrs) if arrs else np.zeros(0, dtype)), offs
+
+    ids, id_off = cat("ids", np.int16)
+    samples, _ = cat("samples", np.int32)
+    audio, audio_off = cat("audio", np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, voice_sha256=np.array(voice_sha256), rate=np.array(rate, np.int64),
+                 texts=np.array([x["text"] for x in items], dtype=str), ids=ids, id_offsets=id_off,
+                 samples=samples, audio=audio, audio_offsets=audio_off)
+    os.replace(tmp, path)
+
+
+def read_data(path: Path, voice_sha256: str | None = None) -> dict | None:
+    """{"rate", "voice_sha256", "items": [{"text", "ids", "samples", "audio"}]} from :func:`save_data`'s file;
+    None when it is missing, unreadable, inconsistent, or (``voice_sha256`` given) made with another voice.
+    Never unpickles."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            d = {k: z[k] for k in z.files}
+        sha, rate, texts = str(d["voice_sha256"]), int(d["rate"]), [str(t) for t in d["texts"]]
+        io, ao = d["id_offsets"], d["audio_offsets"]
+        if voice_sha256 is not None and sha != voice_sha256:
+            return None
+        if not (len(io) == len(ao) == len(texts) + 1 and io[-1] == len(d["ids"]) == len(d["samples"])
+                and ao[-1] == len(d["audio"]) and (np.diff(io) >= 0).all() and (np.diff(ao) >= 0).all()):
+            return None
+    except Exception:  # missing, not a zip, truncated, a missing or malformed array
+        return None
+    items = [{"text": t, "ids": d["ids"][io[i] : io[i + 1]], "samples": d["samples"][io[i] : io[i + 1]],
+              "audio": d["audio"][ao[i] : ao[i + 1]]} for i, t in enumerate(texts)]
+    return {"rate": rate, "voice_sha256": sha, "items": items}
+
+
+def make_data(n: int, seed: int = 0) -> None:
+    """Piper speech for ``n`` training sentences: 16 kHz audio, phoneme ids, samples per id (22.05 kHz), cached in
+    ``CACHE/data.npz`` for the voice's sha256 (what an earlier run of the same voice synthesised is kept)."""
+    from audio.io import resample
     from piper import PiperVoice
 
-    CACHE.mkdir(parents=True, exist_ok=True)
-    m = resolve("tts_voice", load_config())
+    m, sha = _voice()
     voice = PiperVoice.load(str(m.path), config_path=str(m.config) if m.config else None, include_alignments=True)
     rate = int(voice.config.sample_rate)
     sents = _sentences(seed)
-    items = []
-    if (CACHE / "data.pkl").exists():  # keep what an earlier run synthesised; add the rest
-        wanted = set(sents[:n])
-        items = [x for x in load_data()["items"] if x["text"] in wanted]
+    wanted = set(sents[:n])
+    old = read_data(CACHE / DATA_FILE, sha)
+    items = [x for x in old["items"] if x["text"] in wanted] if old else []
     done = {x["text"] for x in items}
     t0 = time.time()
     for i, s in enumerate(sents[:n]):
@@ -72,15 +120,22 @@ def make_data(n: int, seed: int = 0) -> None:
                           "audio": resample(c.audio_float_array, rate, 16000).astype(np.float32)})
         if i % 50 == 0:
             print(f"{i}/{n} sentences, {time.time() - t0:.0f} s", flush=True)
-
-    (CACHE / "data.pkl").write_bytes(pickle.dumps({"rate": rate, "items": items}))
+    save_data(CACHE / DATA_FILE, rate, items, sha)
     print(f"{len(items)} utterances, {sum(len(x['audio']) for x in items) / 16000 / 60:.1f} min", flush=True)
 
 
-def load_data():
-    import pickle
-
-    return pickle.loads((CACHE / "data.pkl").read_bytes())
+def load_data(n: int = N_SENTENCES) -> dict:
+    """The cached training data of the current teacher voice; synthesised again (:func:`make_data` with ``n``
+    sentences) when the cache is missing, corrupt or of another voice."""
+    _, sha = _voice()
+    d = read_data(CACHE / DATA_FILE, sha)
+    if d is None:
+        print(f"no usable data cache at {CACHE / DATA_FILE}: synthesising {n} sentences", flush=True)
+        make_data(n)
+        d = read_data(CACHE / DATA_FILE, sha)
+        if d is None:
+            raise RuntimeError(f"could not write a readable data cache at {CACHE / DATA_FILE}")
+    return d
 
 
 def fit_codec(K: int = 512, n_sentences: int = 600) -> None:
@@ -229,7 +284,7 @@ def train_draft(epochs: int, seed: int = 0) -> None:
     torch.manual_seed(seed)
     seqs = sequences()
     n_val = max(4, len(seqs) // 25)
-    val, tr = seqs[:n_val], seqs[n_val:]
+    tr = seqs[n_val:]
     lm = load_lm(ASSET, dtype=torch.float32)
     for p in lm.parameters():
         p.requires_grad_(False)
@@ -266,7 +321,7 @@ def train_draft(epochs: int, seed: int = 0) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine.training.codec_tts")
     ap.add_argument("stage", choices=["data", "codec", "lm", "draft", "all"])
-    ap.add_argument("--sentences", type=int, default=1200)
+    ap.add_argument("--sentences", type=int, default=N_SENTENCES)
     ap.add_argument("--codec-sentences", type=int, default=600)
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--draft-epochs", type=int, default=3)
