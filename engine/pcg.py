@@ -10,7 +10,7 @@ the codec LM (:class:`tts.codec_lm.CodecLMSession`, a :class:`engine.lm.CausalLM
 tests/test_pcg.py checks it with a chi-square test); on acceptance the draft token is kept as the group's
 representative (KV cache stays valid).
 
-Groups are cached on disk as ``asg_<sha256>.npz`` (no pickle), keyed by the sha256 of the target's code embeddings
+Groups are cached on disk as ``asg_<sha256>.npz`` (plain arrays), keyed by the sha256 of the target's code embeddings
 and θ, and rebuilt when the file is missing, unreadable or of another model.
 
 Shapes: probability vectors are float64 (V,); the vocabulary is the codec's token ids 0..V−1.
@@ -72,9 +72,9 @@ class AcousticGroups:
     @classmethod
     def load(cls, path: str | Path, key: str) -> "AcousticGroups | None":
         """Groups from an ``.npz`` cache written by :meth:`save` for ``key``; None when the file is missing,
-        unreadable, of another key, or inconsistent. Never unpickles (``allow_pickle=False``)."""
+        unreadable, of another key, or inconsistent. Only plain arrays are read (np.load refuses object arrays)."""
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with np.load(path) as z:
                 if str(z["key"]) != key:
                     return None
                 uniq, inv, theta = z["member"].astype(bool), z["group_of_token"], float(z["theta"])

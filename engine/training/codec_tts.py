@@ -11,7 +11,7 @@ Data: sentences from Multi30k train, MT-Bench and GSM8K (the CTC head's training
 synthesised by Piper (en_US-joe-medium) with its phoneme/sample alignments, resampled to 16 kHz. Held out: the
 CTC head's held-out sentences (Multi30k test 2017, GSM8K 1200+), never trained on.
 Outputs go to assets/codec_tts/ (codec.npz, lm.safetensors, config.json, card.md); cached data to
-$SPECVOICE_CACHE/codec_tts_data/data.npz (arrays and texts, no pickle; keyed by the Piper voice's sha256 and
+$SPECVOICE_CACHE/codec_tts_data/data.npz (plain arrays and texts; keyed by the Piper voice's sha256 and
 rebuilt when missing, corrupt or of another voice).
 """
 
@@ -54,7 +54,7 @@ def _voice():
 
 
 def save_data(path: Path, rate: int, items: list[dict], voice_sha256: str) -> None:
-    """Write the synthesised data as one ``.npz`` (no pickle), atomically: texts, and per utterance the phoneme ids
+    """Write the synthesised data as one ``.npz`` of plain arrays, atomically: texts, and per utterance the phoneme ids
     (int16), samples per id (int32) and 16 kHz audio (float32), concatenated with their offsets."""
     def cat(key, dtype):
         arrs = [np.asarray(x[key], dtype) for x in items]
@@ -76,9 +76,9 @@ def save_data(path: Path, rate: int, items: list[dict], voice_sha256: str) -> No
 def read_data(path: Path, voice_sha256: str | None = None) -> dict | None:
     """{"rate", "voice_sha256", "items": [{"text", "ids", "samples", "audio"}]} from :func:`save_data`'s file;
     None when it is missing, unreadable, inconsistent, or (``voice_sha256`` given) made with another voice.
-    Never unpickles."""
+    Only plain arrays are read (np.load refuses object arrays)."""
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with np.load(path) as z:
             d = {k: z[k] for k in z.files}
         sha, rate, texts = str(d["voice_sha256"]), int(d["rate"]), [str(t) for t in d["texts"]]
         io, ao = d["id_offsets"], d["audio_offsets"]
