@@ -27,7 +27,8 @@ def load_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
         float32 array of shape (n_samples,).
 
     Raises:
-        AudioError: missing file, a directory, undecodable or non-audio data, or zero samples.
+        AudioError: missing file, a directory, undecodable or non-audio data, no audio stream, or zero samples;
+            the message is one line naming the file.
     """
     import av
     from faster_whisper.audio import decode_audio
@@ -41,11 +42,16 @@ def load_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
         raise AudioError(f"audio file is empty (0 bytes): {p}")
     try:
         audio = decode_audio(str(p), sampling_rate=sample_rate)
-    except (av.error.FFmpegError, IndexError, StopIteration, ValueError) as e:
-        # IndexError/StopIteration: the container has no audio stream
-        raise AudioError(f"cannot decode audio from {p}: {type(e).__name__}: {e}".rstrip(": ")) from None
+    except av.error.FFmpegError as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise AudioError(f"not a readable audio file (damaged, or not audio): {p} ({reason})") from None
+    except (IndexError, StopIteration):  # the container holds no audio stream
+        raise AudioError(f"no audio stream in {p}") from None
+    except MemoryError:
+        raise AudioError(f"audio file too long to decode in memory: {p}") from None
     except Exception as e:  # PyAV raises a zoo of errors for garbage input
-        raise AudioError(f"cannot decode audio from {p}: {type(e).__name__}: {e}") from None
+        raise AudioError(f"not a readable audio file: {p} ({type(e).__name__}: {' '.join(str(e).split())})") \
+            from None
     if audio.size == 0:
         raise AudioError(f"no audio samples in {p} (zero-length stream)")
     return np.ascontiguousarray(audio, dtype=np.float32)
