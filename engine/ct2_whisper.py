@@ -1,4 +1,5 @@
-"""Read a CTranslate2 Whisper ``model.bin`` back into a transformers ``WhisperForConditionalGeneration``.
+"""CTranslate2 Whisper: its decoder behind the verification protocol (:class:`CT2WhisperDecoder`), and its
+``model.bin`` read back into a transformers ``WhisperForConditionalGeneration`` (:func:`load_whisper_torch`).
 
 The speculative decoders need what CTranslate2 does not expose: decoder logits at every position of a token
 batch, a KV cache that can be cropped, and custom attention masks (token trees). The same fp16 weights are
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -221,3 +223,35 @@ def load_whisper_torch(model_dir: str | Path, dtype=None):
     gc.alignment_heads = ct2_cfg.get("alignment_heads")
     gc.is_multilingual = multilingual
     return model
+
+
+class CT2WhisperDecoder:
+    """:class:`engine.lm.TokenScorer` over CTranslate2's Whisper decoder for one encoder output.
+
+    CTranslate2 keeps no KV cache between calls and exposes no per-position logits, so verification is
+    ``Whisper.align`` — ONE batched decoder pass that returns p(token | prefix) for every given token together with
+    the cross-attention alignment (kept in :attr:`alignment` for word timestamps) — and continuation is one
+    ``Whisper.generate`` call from the verified prefix (which re-reads the prefix in one batched pass).
+
+    Args:
+        model: ``ctranslate2.models.Whisper`` (``faster_whisper.WhisperModel.model``).
+        features: its encoder output, StorageView (1, n_frames / 2, d_model).
+        num_frames: mel frames (10 ms) that hold audio (samples // 160), for the alignment.
+    """
+
+    def __init__(self, model, features, num_frames: int):
+        self.model, self.features, self.num_frames = model, features, int(num_frames)
+        self.n_forward = 0
+        self.alignment = None
+
+    def token_probs(self, context: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
+        """p(tokens[i] | context, tokens[<i]), float64 (len(tokens),), in one pass; ``context`` is the whole decoder
+        prompt (previous text, SOT sequence, <|notimestamps|>)."""
+        self.alignment = self.model.align(self.features, list(context), [list(tokens)], self.num_frames)[0]
+        self.n_forward += 1
+        return np.asarray(self.alignment.text_token_probs, np.float64)
+
+    def generate(self, prefix: Sequence[int], **options):
+        """``Whisper.generate`` from ``prefix`` (prompt ⊕ accepted tokens); ``options`` are its keyword arguments.
+        Returns its WhisperGenerationResult (``sequences_ids`` include the forced prefix's text tokens)."""
+        return self.model.generate(self.features, [list(prefix)], **options)[0]

@@ -1,8 +1,8 @@
 """Greedy AR generation over the :class:`engine.lm.CausalLM` protocol, with KV-cache prefix reuse.
 
 :class:`LMSession` remembers which token ids sit in the LM's KV cache; :meth:`LMSession.prefill` crops the cache to
-the longest common prefix with the new prompt and evaluates only the rest — so a multi-turn conversation, or a
-re-translation whose instruction prefix is unchanged, never recomputes what is cached. Speculative algorithms use
+the longest common prefix with the new prompt (:func:`engine.verify.sync_cache`) and evaluates only the rest — so a
+multi-turn conversation, or a re-translation whose instruction prefix is unchanged, never recomputes what is cached. Speculative algorithms use
 the same session (crop at divergence, evaluate a draft in one pass).
 """
 
@@ -15,6 +15,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from . import verify as V
 from .lm import CausalLM
 
 
@@ -68,14 +69,8 @@ class LMSession:
         if not prompt:
             raise ValueError("empty prompt")
         self._claim()
-        common = 0
-        for a, b in zip(self.tokens, prompt):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(prompt) - 1)
-        self.crop(common)
-        return self.eval(prompt[common:] + draft)[len(prompt) - common - 1 :]
+        feed = V.sync_cache(self.lm, self.tokens, prompt)  # crop to the cached common prefix
+        return self.eval(feed + draft)[len(feed) - 1 :]
 
 
 @dataclass

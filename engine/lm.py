@@ -9,13 +9,18 @@ The protocol is deliberately small (STYLE.md: "small protocols make new algorith
     lm.tokenize(text, special=False) / lm.detokenize(ids)
     lm.n_past, lm.n_vocab, lm.eos_ids
 
-Draft/target verification (CTC-SSD, SpecASR, PredGen, SSBD) is then: ``crop`` to the verified prefix, ``eval`` the
-draft in one pass, compare the rows with the draft.
+Draft/target verification (CTC-SSD, SpecASR, PredGen, SSBD, PCG) is then: ``crop`` to the verified prefix, ``eval``
+the draft in one pass, compare the rows with the draft under one of the acceptance rules of :mod:`engine.verify`.
 
 Adapters:
     * :class:`LlamaCppLM` — llama-cpp-python (GGUF; CPU, or GPU layers offloaded when built with CUDA/Metal).
     * :class:`TorchCausalLM` — any transformers causal LM (``past_key_values`` DynamicCache).
-    * :class:`WhisperDecoderLM` (in ``engine.whisper_torch``) — the Whisper decoder conditioned on one encoder output.
+    * :class:`engine.whisper_torch.WhisperDecoderLM` — the torch Whisper decoder conditioned on one encoder output
+      (plus one-pass token-tree evaluation).
+    * :class:`tts.codec_lm.CodecLMSession` — the codec LM (target or draft layers) over one utterance.
+    * :class:`engine.ct2_whisper.CT2WhisperDecoder` — CTranslate2's Whisper decoder, which keeps no KV cache between
+      calls and returns no per-position logits: it implements the verification form, :class:`TokenScorer`
+      (p(draft token | prefix) for every draft token in one pass), and continues greedily from a prefix.
 """
 
 from __future__ import annotations
@@ -58,6 +63,17 @@ class CausalLM(Protocol):
     def tokenize(self, text: str, special: bool = False) -> list[int]: ...
 
     def detokenize(self, ids: Sequence[int]) -> str: ...
+
+
+@runtime_checkable
+class TokenScorer(Protocol):
+    """The verification form of the protocol, for a decoder without per-position logits or a persistent cache."""
+
+    n_forward: int
+
+    def token_probs(self, context: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
+        """ONE pass over ``context`` ⊕ ``tokens``: float64 (len(tokens),), p(tokens[i] | context, tokens[<i])."""
+        ...
 
 
 def default_threads() -> int:

@@ -1,7 +1,8 @@
 """SpecASR: speculative Whisper decoding specialised for ASR (specasr.txt, §IV), greedy and lossless.
 
-Whisper tiny.en (draft) proposes, Whisper base (target) verifies with greedy acceptance — every emitted token is
-the target's argmax, so the output equals the target's own greedy decoding token for token (tested).
+Whisper tiny.en (draft) proposes, Whisper base (target) verifies with greedy acceptance
+(:func:`engine.verify.greedy_tree`) — every emitted token is the target's argmax, so the output equals the
+target's own greedy decoding token for token (tested).
 
 Methods (``SPEC_METHODS``; the paper's Fig. 11 / Table II rows):
   * ``sd8``, ``sd16`` — plain speculative decoding, fixed draft length 8 / 16, one sequence;
@@ -29,9 +30,11 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
+
+from . import verify as V
 
 SPEC_METHODS = {
     "sd8": dict(k=8, beams=1, adaptive=False, recycle=False, tree=False),
@@ -49,23 +52,15 @@ def _nw(w: str) -> str:
 
 
 @dataclass
-class SpecStats:
-    """Counters of one decode (the paper's Table II quantities).
-
-    draft_s / target_s: wall time in the draft (encoder + decoder steps) / the target decoder (seconds);
-    rounds: verification rounds; draft_steps: draft decoder forward passes; predicted: draft tokens sent to
-    verification (tree nodes); accepted: draft tokens accepted; n_forward: target decoder passes.
-    """
+class SpecASRStats(V.SpecStats):
+    """Counters of one decode (the paper's Table II quantities): :class:`engine.verify.SpecStats` (``drafted`` =
+    draft tokens sent to verification, tree nodes; ``draft_passes`` = draft decoder steps; ``target_passes`` =
+    target decoder passes) plus ``draft_s`` / ``target_s``, wall time in the draft (encoder + decoder steps) / the
+    target decoder (s), and ``merges``, §IV-B recycling merges."""
 
     draft_s: float = 0.0
     target_s: float = 0.0
-    rounds: int = 0
-    draft_steps: int = 0
-    predicted: int = 0
-    accepted: int = 0
-    n_forward: int = 0
     merges: int = 0
-    per_round: list = field(default_factory=list)
 
 
 class _Draft:
@@ -73,7 +68,7 @@ class _Draft:
 
     ``cached``: draft tokens in the KV cache after the prompt; ``row``: draft logits after them."""
 
-    def __init__(self, whisper, enc, prompt: list[int], stats: SpecStats):
+    def __init__(self, whisper, enc, prompt: list[int], stats: SpecASRStats):
         self.w = whisper
         self.lm = whisper.decoder(enc)
         self.prompt = prompt
@@ -83,37 +78,23 @@ class _Draft:
         self.stats = stats
 
     def _eval(self, toks: list[int]) -> np.ndarray:
-        self.stats.draft_steps += 1
+        self.stats.draft_passes += 1
         return self.lm.eval(toks)
 
     def sync(self, text: str) -> list[int]:
         """Make the draft context the tokenisation of ``text``: crop the KV cache to the common prefix with what
-        is cached, evaluate the difference in one pass. Returns the context tokens."""
+        is cached (:func:`engine.verify.sync_cache`), evaluate the difference in one pass. Returns the context
+        tokens."""
         want = self.tok.encode(text) if text else []
-        if self.row is None:
-            self.row = self._eval(self.prompt + want)[-1]
-            self.cached = list(want)
+        if self.row is not None and want == self.cached:
             return want
-        n = 0
-        while n < min(len(want), len(self.cached)) and want[n] == self.cached[n]:
-            n += 1
-        if n == len(want) == len(self.cached):
-            return want
-        if n == len(want):  # want is a strict prefix: re-evaluate its last token to get the row after it
-            n -= 1
-        if n < 0:
-            self.lm.crop(len(self.prompt) - 1)
-            rows = self._eval([self.prompt[-1]] + want)
-        else:
-            self.lm.crop(len(self.prompt) + n)
-            rows = self._eval(want[n:])
-        self.cached, self.row = list(want), rows[-1]
+        held = self.prompt + self.cached if self.row is not None else []
+        self.row = self._eval(V.sync_cache(self.lm, held, self.prompt + want))[-1]
+        self.cached = list(want)
         return want
 
     def probs(self, first: bool) -> np.ndarray:
-        from .pcg import softmax
-
-        return softmax(self.w.suppress_logits(self.row.astype(np.float64), first))
+        return V.softmax(self.w.suppress_logits(self.row.astype(np.float64), first))
 
     def step(self, tok: int) -> None:
         self.row = self._eval([tok])[-1]
@@ -169,24 +150,21 @@ class SpecASR:
         self.ctc_head = ctc_head
 
     # -------------------------------------------------------------------------------------------- verification
-    def _verify(self, lm, tree_tokens: list[int], parents: list[int], row0: np.ndarray, first: bool, st: SpecStats):
-        """Greedy tree verification. ``row0``: target logits after the accepted context. Returns (accepted path
-        node indices, next token = target argmax after the path, row after the path's last node or None)."""
+    def _verify(self, lm, tree_tokens: list[int], parents: list[int], row0: np.ndarray, first: bool,
+                st: SpecASRStats):
+        """Greedy tree verification (:func:`engine.verify.greedy_tree`, the target's choice under Whisper's
+        suppression). ``row0``: target logits after the accepted context. Returns (accepted path node indices, next
+        token = target argmax after the path, row after the path's last node)."""
         t0 = time.perf_counter()
         base = lm.n_past
         rows = lm.eval_tree(tree_tokens, parents) if tree_tokens else None
-        st.n_forward += 1 if tree_tokens else 0
-        children: dict[int, list[int]] = {}
-        for i, p in enumerate(parents):
-            children.setdefault(p, []).append(i)
-        node, row, path = -1, row0, []
-        while True:
-            tok = int(np.argmax(self.t.suppress_logits(row.copy(), first=first and not path)))
-            nxt = next((c for c in children.get(node, []) if tree_tokens[c] == tok), None)
-            if nxt is None:
-                break
-            path.append(nxt)
-            node, row = nxt, rows[nxt]
+        st.target_passes += 1 if tree_tokens else 0
+
+        def pick(row: np.ndarray, depth: int) -> int:
+            return int(np.argmax(self.t.suppress_logits(row.copy(), first=first and depth == 0)))
+
+        path, tok = V.greedy_tree(row0, rows, tree_tokens, parents, pick)
+        row = rows[path[-1]] if path else row0
         if tree_tokens:
             lm.keep_path(base, path)
         st.target_s += time.perf_counter() - t0
@@ -203,14 +181,14 @@ class SpecASR:
         Returns a dict: tokens, text, stage, n_forward, decode_s, draft_s, target_s, rounds, draft_steps,
         predicted, accepted, merges."""
         cfg = SPEC_METHODS[method]
-        st = SpecStats()
+        st = SpecASRStats()
         t_start = time.perf_counter()
         k = min(cfg["k"], self.max_draft) if cfg["k"] == 24 else cfg["k"]
         thr = self.threshold if (cfg["adaptive"] or cfg["tree"]) else None
         tlm = self.t.decoder(enc)
         t0 = time.perf_counter()
         row = tlm.eval(prompt)[-1]
-        st.n_forward += 1
+        st.target_passes += 1
         st.target_s += time.perf_counter() - t0
         eot_t = self.t.eot
         out: list[int] = []
@@ -285,13 +263,10 @@ class SpecASR:
                 path = path[1:]
                 pending = None
             acc = [toks[i] for i in path]
-            st.rounds += 1
-            st.predicted += n_prop
+            st.record(n_prop, len(path))
             if eot_t in acc:
                 acc = acc[: acc.index(eot_t)]
                 done = True
-            st.accepted += len(path)
-            st.per_round.append((n_prop, len(acc)))
             out += acc
             row = last_row
             if done:
@@ -306,9 +281,9 @@ class SpecASR:
             out.append(pending)
         text = self.t.fw_tokenizer.decode(out)
         dec = time.perf_counter() - t_start + (draft_enc[1] if draft_enc is not None else 0.0)
-        return {"tokens": out, "text": text, "stage": method, "n_forward": st.n_forward, "decode_s": dec,
-                "draft_s": st.draft_s, "draft_encode_s": draft_encode_s, "target_s": st.target_s, "rounds": st.rounds, "draft_steps": st.draft_steps,
-                "predicted": st.predicted, "accepted": st.accepted, "merges": st.merges}
+        return {"tokens": out, "text": text, "stage": method, "n_forward": st.target_passes, "decode_s": dec,
+                "draft_s": st.draft_s, "draft_encode_s": draft_encode_s, "target_s": st.target_s, "rounds": st.rounds,
+                "draft_steps": st.draft_passes, "predicted": st.drafted, "accepted": st.accepted, "merges": st.merges}
 
     def _ctc_proposal(self, acc_text: str, ctc_words: list[str], k: int) -> list[int]:
         """CTC draft words after the position where the accepted text ends (matched near the same word index)."""
@@ -325,7 +300,7 @@ class SpecASR:
         return []
 
     def _draft_proposals(self, draft: _Draft, acc_text: str, cfg: dict, k: int, thr, seq1_words: list[str],
-                         st: SpecStats) -> tuple[list[list[int]], list[bool]]:
+                         st: SpecASRStats) -> tuple[list[list[int]], list[bool]]:
         ctx = draft.sync(acc_text)
         first = not ctx
         n_acc_words = len(acc_text.split())

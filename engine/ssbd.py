@@ -27,7 +27,6 @@ import numpy as np
 
 from . import verify as V
 from .caption import Translator
-from .generate import GenStats
 
 
 @dataclass
@@ -56,12 +55,7 @@ def words(text: str) -> list[str]:
 
 def erasure(prev: list[str], cur: list[str]) -> int:
     """Eq. 3: E(i) = |Y^{i-1}| − |LCP(Y^{i-1}, Y^i)|."""
-    lcp = 0
-    for a, b in zip(prev, cur):
-        if a != b:
-            break
-        lcp += 1
-    return len(prev) - lcp
+    return len(prev) - V.common_prefix(prev, cur)
 
 
 def mask_tail(lm, tokens: list[int], k: int) -> tuple[str, str]:
@@ -98,9 +92,20 @@ class StreamStats:
         return normalized_erasure([u.stable_text if not u.final else u.text for u in self.updates])
 
     @property
+    def spec(self) -> V.SpecStats:
+        """The updates' counters as :class:`engine.verify.SpecStats` (a round = an update that had a draft)."""
+        st = V.SpecStats(tokens=sum(u.output for u in self.updates),
+                         target_passes=sum(u.forward_passes for u in self.updates),
+                         seconds=sum(u.compute_s for u in self.updates))
+        for u in self.updates:
+            if u.draft:
+                st.record(u.draft, u.accepted)
+        return st
+
+    @property
     def acceptance(self) -> float:
-        d = sum(u.draft for u in self.updates)
-        return sum(u.accepted for u in self.updates) / d if d else 0.0
+        """Draft acceptance A/D over the stream."""
+        return self.spec.acceptance_rate
 
     @property
     def accepted_share(self) -> float:

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import verify as V
+from .ct2_whisper import CT2WhisperDecoder
 from .ctc_draft import CTCDraft
 from .events import Word
 from .streaming_asr import SAMPLE_RATE, BackendResult
@@ -90,7 +92,8 @@ def merge_drafts(previous: str, ctc: str) -> str:
 
 
 class SSDDecoder:
-    """Eq. 3/5/6 over a :class:`engine.whisper_torch.TorchWhisper` decoder.
+    """Eq. 3/5/6 over a :class:`engine.whisper_torch.TorchWhisper` decoder (its :class:`engine.lm.CausalLM`), Eq. 5
+    by :func:`engine.verify.prob_threshold` on the suppressed verification rows.
 
     Args:
         whisper: TorchWhisper (decoder used for verification and AR).
@@ -113,10 +116,14 @@ class SSDDecoder:
         text = text.strip()
         return self.w.fw_tokenizer.encode(" " + text) if text else []
 
-    def _row_probs(self, row: np.ndarray, first: bool) -> np.ndarray:
-        from .pcg import softmax
-
-        return softmax(self.w.suppress_logits(row.astype(np.float64), first))
+    def _suppressed(self, rows: np.ndarray, first: bool) -> np.ndarray:
+        """A copy of verification rows (n, n_vocab) with Whisper's suppression; ``first``: row 0 is the first
+        generated position."""
+        rows = np.array(rows, np.float32)
+        self.w.suppress_logits(rows, False)
+        if first and len(rows):
+            self.w.suppress_logits(rows[0], True)
+        return rows
 
     def decode(self, encoder_out, prompt: list[int], draft_text: str, max_entropy: float = np.inf,
                ctc_text: str | None = None) -> SSDResult:
@@ -139,11 +146,8 @@ class SSDDecoder:
         lm = self.w.decoder(encoder_out)
         eot = self.w.eot
         rows = lm.eval(list(prompt) + draft)[len(prompt) - 1 :]  # rows[i] predicts draft[i]; rows[-1] follows ŷ
-        j = len(draft)
-        for i, tok in enumerate(draft):  # Eq. 5: p(ŷ_i | ŷ_<i, x) > τ_SLM for every i
-            if self._row_probs(rows[i].copy(), first=(i == 0))[tok] <= self.tau_slm:
-                j = i
-                break
+        # Eq. 5: p(ŷ_i | ŷ_<i, x) > τ_SLM for every i; j = the longest verified prefix
+        j = V.prob_threshold(self._suppressed(rows[: len(draft)], first=True), draft, self.tau_slm).accepted
         end_ok = bool(draft) and int(np.argmax(self.w.suppress_logits(rows[len(draft)].copy(), False))) == eot
         if j == len(draft) and draft and end_ok:
             return SSDResult(draft, lm.detokenize(draft), "verified", draft, j, lm.n_forward,
@@ -162,14 +166,12 @@ class SSDDecoder:
                 break
             if self.rejoin and out and self.w.fw_tokenizer.decode([tok]).startswith(" "):
                 cand = self._rejoin_candidate(lm.detokenize(out), dwords, draft_text)
-                if cand and self._row_probs(row.copy(), first=False)[cand[0]] > self.tau_slm:
+                if cand and V.prob_threshold(self._suppressed(row[None], False), cand[:1], self.tau_slm).accepted:
                     # footnote 1: re-join the draft after the AR correction; verify its rest in one pass
                     cand = cand[: self.max_new - len(out)]
                     base = lm.n_past
                     r2 = lm.eval(cand)
-                    k = 1
-                    while k < len(cand) and self._row_probs(r2[k - 1].copy(), first=False)[cand[k]] > self.tau_slm:
-                        k += 1
+                    k = 1 + V.prob_threshold(self._suppressed(r2[:-1], False), cand[1:], self.tau_slm).accepted
                     n_rejoin += 1
                     n_rejoined += k
                     lm.crop(base + k)
@@ -394,12 +396,12 @@ class SSDCT2Backend:
     """SSD for the live streaming path, on CTranslate2's int8 decoder (what faster-whisper runs).
 
     With ``speculate=False`` it is the plain greedy AR backend (``asr.method=ar``): the same encoder window, guards
-    and calls without a draft. The same three steps as :class:`SSDDecoder`, with CTranslate2 calls instead of the
-    torch decoder:
+    and calls without a draft. The same three steps as :class:`SSDDecoder`, with the CTranslate2 decoder behind
+    :class:`engine.ct2_whisper.CT2WhisperDecoder` instead of the torch decoder:
     Eq. 5's per-token probabilities p(ŷ_i | ŷ_<i, x) come from ``Whisper.align`` — ONE batched decoder pass that
-    also yields the word timestamps every update needs anyway — and Eq. 6 continues greedy AR from the longest
-    verified prefix with ``generate`` (the prefix is re-read in one batched pass; CTranslate2 keeps no KV cache
-    between calls). A fully verified draft costs one ``generate`` step that returns <|endoftext|> (or continues if
+    also yields the word timestamps every update needs anyway — and are accepted by
+    :func:`engine.verify.threshold_accepted`; Eq. 6 continues greedy AR from the longest verified prefix with
+    ``generate`` (the prefix is re-read in one batched pass; CTranslate2 keeps no KV cache between calls). A fully verified draft costs one ``generate`` step that returns <|endoftext|> (or continues if
     the draft is a prefix, e.g. the previous hypothesis), and its alignment is reused. Same counters as
     :class:`SSDBackend`.
     """
@@ -547,6 +549,7 @@ class SSDCT2Backend:
             stage, toks, draft = "ctc", tok.encode(" " + d.text.strip())[:cap], []
             acc = len(toks)
         else:
+            dec = CT2WhisperDecoder(self.m.fw.model, sv, n // 160)
             draft_text = merge_drafts(prev, d.text) if speculate else ""
             draft = tok.encode(" " + draft_text.strip())[:cap] if draft_text.strip() else []
             j = 0
@@ -554,18 +557,18 @@ class SSDCT2Backend:
             lp_prefix = 0.0
             if draft:
                 # Eq. 5 in one pass, in the context generate() decodes in (previous text, SOT, no timestamps)
-                res = self.m.fw.model.align(sv, p, [draft], n // 160)[0]
+                probs = dec.token_probs(p, draft)
+                res = dec.alignment
                 n_forward += 1
-                probs = list(res.text_token_probs)
-                j = next((i for i, q in enumerate(probs) if q <= self.tau_slm), len(draft))
+                j = V.threshold_accepted(probs, self.tau_slm)
                 lp_prefix = float(np.sum(np.log(np.maximum(probs[:j], 1e-12))))
             # Eq. 6: greedy AR from the longest verified prefix (ends at once when the prefix is complete)
             prefix = p + draft[:j]
             # the token cap: CTranslate2's max_length does not count new tokens one for one, so ask for enough
             # (never past Whisper's 448 positions) and cut the continuation at the cap here
-            g = self.m.fw.model.generate(sv, [prefix], beam_size=1 if speculate else self.beam_size,
-                                         max_length=min(448, 2 * (len(prefix) + max(1, cap - j)) + 2),
-                                         suppress_blank=j == 0, return_scores=True, return_no_speech_prob=True)[0]
+            g = dec.generate(prefix, beam_size=1 if speculate else self.beam_size,
+                             max_length=min(448, 2 * (len(prefix) + max(1, cap - j)) + 2),
+                             suppress_blank=j == 0, return_scores=True, return_no_speech_prob=True)
             cont = [t for t in g.sequences_ids[0] if t < tok.eot]
             if j and cont[:j] == draft[:j]:  # CTranslate2 returns the forced prefix too
                 cont = cont[j:]

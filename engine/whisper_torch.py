@@ -239,12 +239,13 @@ class TorchWhisper:
         return WhisperDecoderLM(self, encoder_out)
 
     def suppress_logits(self, logits: np.ndarray, first: bool) -> np.ndarray:
-        """Apply Whisper's token suppression to one row of logits (in place) and return it."""
-        logits[self.suppress] = -np.inf
+        """Apply Whisper's token suppression to logits (n_vocab,) or rows (n, n_vocab), in place, and return them;
+        ``first``: also the tokens suppressed at the first generated position (every given row)."""
+        logits[..., self.suppress] = -np.inf
         if first:
-            logits[self.suppress_begin] = -np.inf
+            logits[..., self.suppress_begin] = -np.inf
         # no timestamps are generated in without_timestamps mode
-        logits[self.no_timestamps + 1 :] = -np.inf
+        logits[..., self.no_timestamps + 1 :] = -np.inf
         return logits
 
     def greedy(self, encoder_out, prompt: list[int] | None = None, max_new: int = 224,

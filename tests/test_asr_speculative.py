@@ -1,15 +1,51 @@
 """Speculative ASR decoders on real Whisper and real audio: CTC self-speculative decoding (Eq. 2/3/5/6) and SpecASR
-(lossless greedy, tree attention, draft sync, recycling merge)."""
+(lossless greedy, tree attention, draft sync, recycling merge). Counters are checked against a spy on the real
+decoder; each method's acceptance is broken once (engine.verify accepting every draft token) to show the output
+then leaves greedy AR — i.e. the method's acceptance goes through the core."""
 
+import contextlib
 import json
 
 import numpy as np
 import pytest
 
+from engine import verify as V
 from engine.ctc_draft import BLANK, N_CLASSES, decode_ids, encode_text, frame_entropy, greedy_path
 from engine.ssd_asr import SSDDecoder, merge_drafts
 
 from .conftest import JFK_TEXT, ROOT
+
+
+@contextlib.contextmanager
+def decoder_calls(whisper):
+    """Spy on a TorchWhisper's real decoder module: the number of tokens fed, one entry per forward pass."""
+    mod = whisper.model.model.decoder
+    real = mod.forward
+    calls: list[int] = []
+
+    def spy(*a, **kw):
+        calls.append(int(kw["input_ids"].shape[1]))
+        return real(*a, **kw)
+
+    mod.forward = spy
+    try:
+        yield calls
+    finally:
+        del mod.forward
+
+
+def accept_everything(monkeypatch):
+    """Break the core: every draft token (every node of a tree's first path) is accepted."""
+
+    def tree(row0, rows, tokens, parents, pick=None):
+        path, node = [], -1
+        while (kids := [i for i, p in enumerate(parents) if p == node]):
+            path.append(kids[0])
+            node = kids[0]
+        return path, (pick or (lambda r, d: int(np.argmax(r))))(rows[node] if path else row0, len(path))
+
+    monkeypatch.setattr(V, "threshold_accepted", lambda p, tau: len(list(p)))
+    monkeypatch.setattr(V, "greedy_tree", tree)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +120,47 @@ def test_eq6_fallback_equals_ar_continued_from_the_verified_prefix(ws, jfk_enc, 
     assert r1.accepted == 0 and r1.tokens == jfk_enc[3].tokens
 
 
+def _wrong_word(text: str, i: int = 4) -> str:
+    words = text.split()
+    words[i] = "zzqx"
+    return " ".join(words)
+
+
+def test_ssd_acceptance_goes_through_the_core(ws, jfk_enc, monkeypatch):
+    ar = jfk_enc[3]
+    draft = _wrong_word(ar.text)
+    dec = SSDDecoder(ws.whisper, tau_ctc=0.0, tau_slm=0.2, rejoin=False)
+    with decoder_calls(ws.whisper) as calls:
+        r = dec.decode(jfk_enc[1], jfk_enc[2], draft)
+    assert r.tokens == ar.tokens and r.stage == "fallback" and 0 < r.accepted < len(r.draft_tokens)
+    assert r.n_forward == len(calls)  # one verification pass + one per AR token after the verified prefix
+    assert calls[0] == len(jfk_enc[2]) + len(r.draft_tokens) and all(c == 1 for c in calls[1:])
+    accept_everything(monkeypatch)
+    broken = dec.decode(jfk_enc[1], jfk_enc[2], draft)
+    assert broken.tokens != ar.tokens and "zzqx" in broken.text
+
+
+def test_ct2_ssd_acceptance_goes_through_the_core(runtime, jfk_audio, monkeypatch):
+    """The live SSD path: a wrong previous hypothesis is the draft; τ_SLM rejects the wrong word and the decode
+    equals the same backend's greedy AR; accepting every draft token keeps it."""
+    from engine.ssd_asr import SSDCT2Backend
+
+    be = SSDCT2Backend(runtime.whisper_ssd(), 0.7, 0.2)
+    nf = be.window.n_frames(len(jfk_audio))
+    ar = be._decode_window(jfk_audio, "", nf, False)
+    prev = _wrong_word(ar.text)
+
+    def decode():
+        be._prev = (jfk_audio[:1600].tobytes(), len(jfk_audio), prev)
+        return be._decode_window(jfk_audio, "", nf, True)
+
+    good = decode()
+    assert good.stats["stage"] == "fallback" and good.tokens == ar.tokens
+    accept_everything(monkeypatch)
+    broken = decode()
+    assert broken.tokens != ar.tokens and "zzqx" in broken.text
+
+
 def test_rejoin_reuses_the_draft_after_a_correction(ws, jfk_enc):
     ar = jfk_enc[3]
     words = ar.text.split()
@@ -142,10 +219,20 @@ def test_tree_attention_equals_sequential_evaluation(ws, jfk_enc):
 
 @pytest.mark.parametrize("method", ["sd8", "sd8x2", "adaptive", "recycling", "tree", "ctc_draft"])
 def test_specasr_greedy_is_lossless(spec, ws, jfk_enc, jfk_audio, method):
-    r = spec.decode(jfk_audio, jfk_enc[1], jfk_enc[2], method)
+    with decoder_calls(spec.t) as target, decoder_calls(spec.d) as draft:
+        r = spec.decode(jfk_audio, jfk_enc[1], jfk_enc[2], method)
     assert r["tokens"] == jfk_enc[3].tokens
-    assert r["n_forward"] < jfk_enc[3].n_forward  # fewer target passes than AR
-    assert r["accepted"] <= r["predicted"]
+    assert r["n_forward"] == len(target) < jfk_enc[3].n_forward  # fewer target passes than AR
+    assert r["draft_steps"] == len(draft) and (method != "ctc_draft" or not draft)
+    # the target saw the prompt once, then every drafted node (and each pending correction) in tree passes
+    assert target[0] == len(jfk_enc[2]) and sum(target[1:]) >= r["predicted"] >= r["accepted"] > 0
+
+
+@pytest.mark.parametrize("method", ["ctc_draft", "tree"])
+def test_specasr_acceptance_goes_through_the_core(spec, jfk_enc, jfk_audio, method, monkeypatch):
+    accept_everything(monkeypatch)
+    r = spec.decode(jfk_audio, jfk_enc[1], jfk_enc[2], method)
+    assert r["tokens"] != jfk_enc[3].tokens
 
 
 def test_specasr_lossless_on_held_out_speech(spec, ws):
@@ -162,20 +249,27 @@ def test_specasr_lossless_on_held_out_speech(spec, ws):
 
 
 def test_draft_sync_crops_to_the_common_prefix(runtime, spec):
-    from engine.specasr import SpecStats, _Draft
+    from engine.specasr import SpecASRStats, _Draft
 
     dws = runtime.whisper_ssd("asr_draft")
     from audio.io import load_audio
 
     a = load_audio(ROOT / "tests" / "data" / "jfk.flac")
     enc = dws.encode(a)[1]
-    st = SpecStats()
+    st = SpecASRStats()
     d = _Draft(dws.whisper, enc, dws.whisper.prompt(), st)
-    d.sync(" And so my fellow Americans")
-    d.sync(" And so my friends")  # shares " And so my"
-    fresh = dws.whisper.decoder(enc).eval(dws.whisper.prompt() + dws.whisper.fw_tokenizer.encode(" And so my friends"))
-    np.testing.assert_allclose(d.row, fresh[-1], atol=2e-3)
-    assert st.draft_steps == 2
+    tok = dws.whisper.fw_tokenizer
+    with decoder_calls(dws.whisper) as calls:
+        d.sync(" And so my fellow Americans")
+        d.sync(" And so my friends")  # shares " And so my": only " friends" is evaluated
+        d.sync(" And so my friends")  # nothing new: no pass
+        d.sync(" And so my")  # a strict prefix: its last token is fed again for its row
+    shared = len(tok.encode(" And so my"))
+    assert calls == [len(dws.whisper.prompt()) + len(tok.encode(" And so my fellow Americans")),
+                     len(tok.encode(" And so my friends")) - shared, 1]
+    assert st.draft_passes == len(calls)
+    fresh = dws.whisper.decoder(enc).eval(dws.whisper.prompt() + tok.encode(" And so my friends"))
+    np.testing.assert_allclose(d.lm.eval(tok.encode(" friends"))[-1], fresh[-1], atol=2e-3)
 
 
 def test_recycling_merge_fires_where_the_regenerated_words_rejoin_sequence_1(spec):
