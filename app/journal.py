@@ -122,9 +122,14 @@ class Journal:
         return s
 
     def append(self, record: dict) -> None:
-        """Append one record and make it durable (flush + fsync) before returning."""
-        line = json.dumps(record, ensure_ascii=False, default=float) + "\n"
-        with self._lock, open(self.path, "a", encoding="utf-8", newline="\n") as f:
+        """Append one record and make it durable (flush + fsync) before returning. A torn last line left by a
+        killed process is ended first, so it cannot swallow this record."""
+        line = (json.dumps(record, ensure_ascii=False, default=float) + "\n").encode("utf-8")
+        with self._lock, open(self.path, "a+b") as f:
+            if f.seek(0, os.SEEK_END) > 0:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    line = b"\n" + line
             f.write(line)
             f.flush()
             os.fsync(f.fileno())

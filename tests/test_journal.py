@@ -1,0 +1,179 @@
+"""The session journal: durable before shown (SIGKILL), sessions never erased, exports on one clock; the queue
+policy (stale partials may go, finals never)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app.export import cues, items, to_srt, to_txt
+from app.journal import SESSION_GAP_S, Journal, read_journal, session_offsets
+from engine.events import FinalTranscript, PartialTranscript
+from engine.pipeline import AudioQueue, EventQueue
+
+from .conftest import QUESTION, ROOT, run_cli
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, encoding="utf-8")
+
+
+def _read_until(p: subprocess.Popen, pattern: str, timeout: float) -> list[str]:
+    """stdout lines up to and including the first that matches ``pattern`` (a reader thread: no blocking)."""
+    lines: list[str] = []
+    hit = threading.Event()
+
+    def reader():
+        for line in p.stdout:
+            lines.append(line.rstrip("\n"))
+            if re.search(pattern, line):
+                hit.set()
+                return
+
+    threading.Thread(target=reader, daemon=True).start()
+    assert hit.wait(timeout), lines
+    return lines
+
+
+def _shown(lines: list[str], prefix: str) -> list[str]:
+    return [m.group(1).strip() for ln in lines if (m := re.search(rf"\] {prefix}: (.*)$", ln)) and m.group(1).strip()]
+
+
+def test_sigkill_after_a_final_loses_nothing_shown(tmp_path, jfk_path):
+    p = _start(["transcribe", str(jfk_path), "--out", str(tmp_path), "--set", "asr.model_role=asr_draft"])
+    try:
+        lines = _read_until(p, r"\] you: \S", timeout=180)
+        p.send_signal(signal.SIGKILL)
+        rest, _ = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    shown = _shown(lines + rest.splitlines(), "you")
+    assert shown and p.returncode == -signal.SIGKILL
+    records = read_journal(tmp_path / "journal.jsonl")
+    journaled = [r["text"] for r in records if r["type"] == "user"]
+    assert journaled[: len(shown)] == shown
+    assert records[0]["type"] == "session" and not any(r["type"] == "session_end" for r in records)
+    # the live transcript holds the same lines
+    txt = (tmp_path / "transcribe-transcript.txt").read_text(encoding="utf-8")
+    assert all(s in txt for s in shown)
+
+
+def test_sigkill_mid_answer_loses_nothing_shown(tmp_path, small_gguf):
+    p = _start(["assist", str(QUESTION), "--fast", "--no-play", "--out", str(tmp_path), "--model",
+                f"llm_target={small_gguf}", "--set", "llm.answer_method=cascade", "--set", "asr.model_role=asr_draft"])
+    try:
+        lines = _read_until(p, r"\] assistant: \S", timeout=240)
+        p.send_signal(signal.SIGKILL)
+        rest, _ = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    lines += rest.splitlines()
+    records = read_journal(tmp_path / "journal.jsonl")
+    said = [r["text"] for r in records if r["type"] == "user"]
+    answered = [r["text"] for r in records if r["type"] == "answer_sentence"]
+    assert _shown(lines, "you") == said[: len(_shown(lines, "you"))] and said
+    shown_answer = _shown(lines, "assistant")
+    assert shown_answer and answered[: len(shown_answer)] == shown_answer
+
+
+def test_a_second_session_keeps_the_first_and_exports_do_not_overlap(tmp_path, jfk_path):
+    out = tmp_path / "out"
+    for _ in range(2):
+        r = run_cli(["transcribe", str(jfk_path), "--fast", "--quiet", "--out", str(out), "--set",
+                     "asr.model_role=asr_draft"])
+        assert r.returncode == 0, r.stderr
+    records = read_journal(out / "journal.jsonl")
+    sessions = [r["session"] for r in records if r["type"] == "session"]
+    assert len(sessions) == 2 and len({r["session"] for r in records}) == 2
+    finals = {s: [r["text"] for r in records if r["type"] == "user" and r["session"] == s] for s in sessions}
+    assert finals[sessions[0]] and finals[sessions[0]] == finals[sessions[1]]
+    lines = (out / "transcribe-transcript.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 * len(finals[sessions[0]])
+    # the live transcript is on the journal's continuous clock too: the second run starts after the first
+    stamps = [tuple(map(float, re.match(r"\[([\d.]+)-([\d.]+)\]", ln).groups())) for ln in lines]
+    assert all(b[0] >= a[1] for a, b in zip(stamps, stamps[1:]))
+    for fmt in ("srt", "vtt", "txt"):
+        r = run_cli(["export", str(tmp_path / f"all.{fmt}"), "--out", str(out)])
+        assert r.returncode == 0, r.stderr
+    srt = (tmp_path / "all.srt").read_text(encoding="utf-8")
+    spans = [(_secs(a), _secs(b)) for a, b in re.findall(r"(\d\d:\d\d:\d\d,\d{3}) --> (\d\d:\d\d:\d\d,\d{3})", srt)]
+    assert len(spans) == 2 * len(finals[sessions[0]])
+    assert all(a < b for a, b in spans) and all(n[0] >= p[1] for p, n in zip(spans, spans[1:]))
+    assert spans[len(spans) // 2][0] >= 12.0  # the second session starts after the first one's 12 s
+    assert (tmp_path / "all.vtt").read_text(encoding="utf-8").startswith("WEBVTT")
+    assert (tmp_path / "all.txt").read_text(encoding="utf-8").count("# session") == 2
+    r = run_cli(["export", str(tmp_path / "one.srt"), "--out", str(out), "--session", sessions[1]])
+    assert r.returncode == 0 and (tmp_path / "one.srt").read_text(encoding="utf-8").startswith("1\n00:00:0")
+    r = run_cli(["export", str(tmp_path / "x.doc"), "--out", str(out)])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def _secs(stamp: str) -> float:
+    h, m, s = stamp.replace(",", ".").split(":")
+    return int(h) * 3600 + int(m) * 60 + float(s)
+
+
+def test_journal_clock_killed_sessions_and_torn_lines(tmp_path):
+    j = Journal(tmp_path / "j.jsonl")
+    a = j.start("transcribe", "a.wav")
+    a.user(0, "Première phrase.", 0.5, 2.0)
+    a.user(1, "Zweiter Satz.", 2.0, 2.0)  # a cue without duration
+    # a killed session: no session_end, a torn last line
+    with open(j.path, "a", encoding="utf-8") as f:
+        f.write('{"type": "user", "session": "')
+    b = j.start("caption", "b.wav")
+    assert b.offset_s == pytest.approx(2.0 + SESSION_GAP_S)
+    b.user(0, "Third one.", 0.2, 1.0)
+    b.caption(0, "Third one.", "Der dritte.", 0.2, 1.0)
+    b.end(audio_s=5.0)
+    c = j.start("transcribe", "c.wav")
+    assert c.offset_s == pytest.approx(b.offset_s + 5.0 + SESSION_GAP_S)
+    records = read_journal(j.path)
+    assert [r["type"] for r in records].count("session") == 3
+    offs = session_offsets(records)
+    assert list(offs.values()) == [0.0, b.offset_s, c.offset_s]
+    cs = cues(items(records))
+    assert [t for _, _, t in cs] == ["Première phrase.", "Zweiter Satz.", "Third one.\nDer dritte."]
+    assert all(x[0] < x[1] <= y[0] for x, y in zip(cs, cs[1:]))
+    assert cs[2][0] == pytest.approx(b.offset_s + 0.2)
+    assert "Der dritte." in to_srt(records) and "Première" in to_txt(records)
+    text = (tmp_path / "j.jsonl").read_bytes().decode("utf-8")
+    assert "Première" in text  # UTF-8, not \\u escapes
+
+
+def test_event_queue_drops_stale_partials_never_finals():
+    q = EventQueue(maxsize=3)
+    parts = [PartialTranscript(0, f"p{i} ", "", 0.0, 0.0) for i in range(3)]
+    for p in parts:
+        assert q.put(p)
+    final = FinalTranscript(0, "done", (), 0.0, 1.0)
+    assert q.put(final)  # the oldest partial made room
+    assert q.dropped == 1
+    assert not q.put(PartialTranscript(0, "late ", "", 0.0, 0.0)) or q.dropped == 2
+    got = [q.get(timeout=1) for _ in range(len(q))]
+    assert final in got and parts[0] not in got
+    # a full queue of finals: the producer waits until the consumer takes one
+    q2 = EventQueue(maxsize=1)
+    q2.put(final)
+    t0 = time.monotonic()
+    threading.Timer(0.3, q2.get).start()
+    assert q2.put(FinalTranscript(1, "two", (), 1.0, 2.0)) and time.monotonic() - t0 >= 0.25
+    q2.close()  # the consumer is gone: nobody waits any more
+    assert not q2.put(FinalTranscript(2, "three", (), 2.0, 3.0))
+
+
+def test_audio_queue_is_bounded_in_seconds_and_never_drops():
+    q = AudioQueue(capacity_s=1.0)
+    assert q.put("a", 0.6) and not q.put("b", 0.6, timeout=0.05)  # full: the producer waits, nothing dropped
+    assert q.put(("start", 0.0), 0.0, timeout=0.0)  # boundaries always fit
+    assert q.get() == "a" and q.put("b", 0.6, timeout=0.05) and q.seconds == pytest.approx(0.6)
+    assert [q.get(), q.get()] == [("start", 0.0), "b"]
