@@ -85,3 +85,27 @@ def test_text_streamer_holds_back_partial_utf8(qwen_small):
     pieces = [st.push(i) for i in ids]
     assert "".join(pieces) == "Grüße aus München 🎉"
     assert all("\ufffd" not in p for p in pieces)
+
+
+def test_whisper_decoders_sit_behind_the_protocol(runtime, jfk_audio):
+    """The torch Whisper decoder is a CausalLM; CTranslate2's (no logits, no cache) is a TokenScorer whose one-pass
+    probabilities of a transcript agree with the torch port's rows (same weights, int8 vs float32)."""
+    from engine import verify as V
+    from engine.ct2_whisper import CT2WhisperDecoder
+    from engine.lm import TokenScorer
+
+    ws = runtime.whisper_ssd()
+    sv, enc = ws.encode(jfk_audio)
+    prompt = ws.prompt()
+    lm = ws.whisper.decoder(enc)
+    assert isinstance(lm, CausalLM)
+    toks = ws.whisper.greedy(enc, prompt).tokens
+    rows = lm.eval(prompt + toks)[len(prompt) - 1 : -1]
+    rows = ws.whisper.suppress_logits(rows, False)
+    p_torch = V.softmax(rows)[np.arange(len(toks)), toks]
+    dec = CT2WhisperDecoder(ws.fw.model, sv, len(jfk_audio) // 160)
+    assert isinstance(dec, TokenScorer)
+    p_ct2 = dec.token_probs(prompt, toks)
+    assert p_ct2.shape == (len(toks),) and dec.n_forward == 1 and dec.alignment is not None
+    assert np.abs(p_ct2 - p_torch).mean() < 0.05
+    assert V.threshold_accepted(p_ct2, 0.2) == V.prob_threshold(rows, toks, 0.2).accepted

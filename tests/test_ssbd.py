@@ -77,3 +77,33 @@ def test_mask_k_trims_the_draft_display_only_hides_the_tail(qwen_small):
     assert u_show.tail_text and (u_show.stable_text + u_show.tail_text).replace(" ", "") == u_show.text.replace(" ", "")
     fin = show.translate_ssbd(SRC, final=True)
     assert fin.tail_text == "" and fin.stable_text == fin.text
+
+
+def test_ssbd_acceptance_goes_through_the_core(qwen_small, monkeypatch):
+    """A wrong draft: the real Eq. 5 rule rejects it where it goes wrong (and the model's evaluations are one pass
+    over prompt ⊕ draft, then one per new token); the core broken to accept every draft token keeps it all."""
+    from engine import verify as V
+
+    wrong = qwen_small.tokenize("Ein Mann mit einem orangefarbenen Hut schläft tief im Garten.")
+    ar = ARRetranslator(qwen_small, "German").translate_ssbd(SRC, final=True)
+    assert ar.tokens[: len(wrong)] != wrong
+    tr = SSBDTranslator(qwen_small, "German", beta=0.2, mask_k=0)
+    calls = []
+    real_eval = qwen_small.eval
+
+    def spy(tokens):
+        calls.append(len(tokens))
+        return real_eval(tokens)
+
+    monkeypatch.setattr(qwen_small, "eval", spy)
+    tr.prev = list(wrong)
+    u = tr.translate_ssbd(SRC, final=True)
+    assert u.accepted < len(wrong) and u.forward_passes == len(calls) == 1 + u.output - u.accepted
+    assert calls[0] >= len(wrong) and all(c == 1 for c in calls[1:])
+    assert tr.stream.spec.drafted == len(wrong) and tr.stream.spec.accepted == u.accepted
+    same_or_near_tie(qwen_small, tr.prompt_tokens(SRC), ar.tokens, u.tokens)
+
+    monkeypatch.setattr(V, "biased", lambda rows, draft, beta: V.Verdict(len(draft), int(np.argmax(rows[-1]))))
+    tr.prev = list(wrong)
+    broken = tr.translate_ssbd(SRC, final=True)
+    assert broken.accepted == len(wrong) and broken.tokens[: len(wrong)] == wrong != ar.tokens[: len(wrong)]
