@@ -1,7 +1,9 @@
 """The GUI's engine: a QObject whose work runs on worker threads and reports only through Qt signals.
 
 Signals are emitted from the capture/ASR/answer threads and delivered to the GUI thread as queued events, so the
-window never blocks and never touches an engine object directly. Models load once (``load()``, on a worker thread,
+window never blocks and never touches an engine object directly: :meth:`EngineController.stop` only signals the
+workers and returns at once; the session thread winds down in the background and emits ``session_ended`` last.
+Every worker that fails emits ``error`` with a one-line message and ends. Models load once (``load()``, on a worker thread,
 with progress messages); a session is started with an input (a microphone device or a WAV file played as if it
 were the microphone) in one of two modes — assistant or live caption — and with hands-free (VAD) or push-to-talk
 turn taking.
@@ -87,6 +89,7 @@ class EngineController(QObject):
         self._transcriber = None
         self._conv = None
         self._stop = threading.Event()
+        self._loader: threading.Thread | None = None
         self.loaded = False
 
     # -- models ---------------------------------------------------------------------------------------------------
@@ -112,6 +115,7 @@ class EngineController(QObject):
 
         t = threading.Thread(target=work, name="model-load", daemon=True)
         t.start()
+        self._loader = t
         return t
 
     def apply_config(self, cfg: Config) -> None:
@@ -154,10 +158,19 @@ class EngineController(QObject):
         return GatedSource(src) if opts.push_to_talk else src
 
     def running(self) -> bool:
+        """A session thread is alive (listening, or still winding down after :meth:`stop`)."""
         return self._session is not None and self._session.is_alive()
 
+    def stopping(self) -> bool:
+        """:meth:`stop` was called and the session thread has not ended yet."""
+        return self.running() and self._stop.is_set()
+
     def start(self, opts: SessionOptions) -> bool:
-        """Start listening. Returns False (and emits ``error``) when the input cannot be opened."""
+        """Start listening. Returns False (and emits ``error``) when the input cannot be opened or the previous
+        session is still winding down."""
+        if self.stopping():
+            self.error.emit("the previous session is still stopping; try again in a moment")
+            return False
         if self.running():
             return True
         try:
@@ -165,8 +178,8 @@ class EngineController(QObject):
         except Exception as e:  # no microphone, unreadable file
             self.error.emit(str(e))
             return False
-        self._stop.clear()
-        self._session = threading.Thread(target=self._run, args=(opts,), name="session", daemon=True)
+        self._stop = threading.Event()  # a new event per session: a late stop() of the old one cannot reach it
+        self._session = threading.Thread(target=self._run, args=(opts, self._stop), name="session", daemon=True)
         self._session.start()
         return True
 
@@ -176,7 +189,9 @@ class EngineController(QObject):
             self._source.release()
 
     def stop(self) -> None:
-        """Stop listening and any answer; joins the worker threads (no thread or stream is left behind)."""
+        """Stop listening and any answer. Returns at once (it never waits on a worker): the session thread stops
+        its capture, answer and caption threads in the background and emits ``session_ended`` when they are done.
+        :meth:`wait_stopped` waits for that where waiting is allowed (not on the GUI thread)."""
         self._stop.set()
         if self._source is not None:
             self._source.close()
@@ -184,31 +199,47 @@ class EngineController(QObject):
             self._transcriber.stop()
         if self._conv is not None:
             self._conv.on_speech_start()
-        if self._session is not None:
-            self._session.join(timeout=60)
-        self._session = None
+
+    def wait_stopped(self, timeout: float | None = None) -> bool:
+        """Block until the session thread (and the model loader) ended, at most ``timeout`` s. Returns True when
+        no worker is left. Meant for shutdown after the window closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for t in (self._session, self._loader):
+            if t is not None:
+                t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(t is not None and t.is_alive() for t in (self._session, self._loader))
 
     def interrupt_answer(self) -> None:
         if self._conv is not None:
             self._conv.on_speech_start()
 
-    def _run(self, opts: SessionOptions) -> None:
+    def _run(self, opts: SessionOptions, stop: threading.Event) -> None:
+        """The session thread: ends on any exception with an ``error`` signal, always emits ``session_ended``."""
+        try:
+            self._session_body(opts, stop)
+        except Exception as e:
+            self.error.emit(f"the session stopped: {type(e).__name__}: {e}")
+        finally:
+            self._transcriber = None
+            self._conv = None
+            self.session_ended.emit()
+
+    def _session_body(self, opts: SessionOptions, stop: threading.Event) -> None:
         from engine.assistant import Conversation
         from engine.runtime import build_assistant, build_translator
+
         cfg = self.cfg
         try:
             self.rt.asr_backend()  # load now: a model error is reported before capture starts
             vad = None if opts.push_to_talk else self.rt.vad()
         except Exception as e:
             self.error.emit(f"cannot start speech recognition: {e}")
-            self.session_ended.emit()
             return
         started = time.monotonic()
         eos: dict[int, float] = {}
         answer_marks: dict[int, dict] = {}
         translator = None
         conv = None
-        accepted_chars: dict[int, int] = {}
 
         def on_answer(ev):
             if isinstance(ev, AnswerDelta):
@@ -244,7 +275,8 @@ class EngineController(QObject):
                 translator = build_translator(cfg, self.rt, opts.target_language)
         except Exception as e:
             self.error.emit(f"cannot start the {opts.mode}: {e}")
-            self.session_ended.emit()
+            return
+        if stop.is_set():  # stopped while the models loaded
             return
 
         cap_state = {"utt": None, "busy": False}  # busy: a job has been taken and is being translated
@@ -266,7 +298,7 @@ class EngineController(QObject):
         def caption_worker():
             while True:
                 with cap_cv:
-                    while not cap_jobs and not self._stop.is_set():
+                    while not cap_jobs and not stop.is_set():
                         cap_cv.wait(0.2)
                     if not cap_jobs:
                         return
@@ -274,8 +306,14 @@ class EngineController(QObject):
                     cap_state["busy"] = True
                 try:
                     translate(*job)
-                except Exception as e:
-                    self.error.emit(f"caption: {e}")
+                except Exception as e:  # the worker ends with the error shown, and the session with it
+                    self.error.emit(f"caption: {type(e).__name__}: {e}")
+                    stop.set()
+                    if self._source is not None:
+                        self._source.close()
+                    if self._transcriber is not None:
+                        self._transcriber.stop()
+                    return
                 finally:
                     with cap_cv:
                         cap_state["busy"] = False
@@ -333,20 +371,23 @@ class EngineController(QObject):
                     yield b
 
         self._transcriber = self.rt.transcriber(LevelSource(self._source), on_event, use_vad=vad is not None)
+        if stop.is_set():
+            self._transcriber.stop()
         try:
             self._transcriber.run()
         except Exception as e:
-            self.error.emit(f"speech recognition stopped: {e}")
-        if conv is not None:
-            while not self._stop.is_set() and not conv.wait_idle(timeout=0.1):
-                pass
-            conv.close()
-            self._conv = None
-        if cap_thread is not None:
-            with cap_cv:  # the last (final) caption is translated and emitted before the session ends
-                while (cap_jobs or cap_state["busy"]) and not self._stop.is_set():
-                    cap_cv.wait(0.1)
-            self._stop.set()
-            cap_thread.join(timeout=30)
+            self.error.emit(f"speech recognition stopped: {type(e).__name__}: {e}")
+        finally:
+            if conv is not None:
+                while not stop.is_set() and not conv.wait_idle(timeout=0.1):
+                    pass
+                conv.close()
+            if cap_thread is not None:
+                with cap_cv:  # the last (final) caption is translated and emitted before the session ends
+                    while (cap_jobs or cap_state["busy"]) and not stop.is_set():
+                        cap_cv.wait(0.1)
+                stop.set()
+                with cap_cv:
+                    cap_cv.notify_all()
+                cap_thread.join(timeout=30)
         self.status.emit(f"stopped after {time.monotonic() - started:.1f} s")
-        self.session_ended.emit()

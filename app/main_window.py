@@ -21,6 +21,7 @@ from audio.sources import output_devices
 from .caption_window import CaptionWindow
 from .controller import FILE_PREFIX, EngineController, SessionOptions
 from .export import History, Item
+from .journal import default_journal_path
 from .settings import SettingsDialog, load_settings
 
 
@@ -63,8 +64,7 @@ class MainWindow(QMainWindow):
         self.ctl = controller or EngineController(cfg)
         if controller is None:
             self.ctl.apply_config(cfg)
-        hist = Path(history_path or Path.home() / ".local" / "share" / "specvoice" / "history.jsonl")
-        self.history = History(hist)
+        self.history = History(Path(history_path or default_journal_path()))
         self.caption_window = CaptionWindow()
         self.player = None
         self._answer_text: dict[int, str] = {}
@@ -284,14 +284,21 @@ class MainWindow(QMainWindow):
         self.live.setText(f"<b>{html.escape(committed.strip())}</b> <i style='color:gray'>"
                           f"{html.escape(tentative)}</i>")
 
+    def _journal(self, item: Item) -> None:
+        """Append ``item`` to the journal (fsynced) before it is shown; a failure is shown, not raised."""
+        try:
+            self.history.add(item)
+        except OSError as e:
+            self._error(f"cannot write the journal {self.history.path}: {e}")
+
     def _on_final(self, utt: int, text: str, t0: float, t1: float) -> None:
         self.live.setText("")
         if not text:
             return
         self._final_t[utt] = (t0, t1)
-        self._append("You", text)
         if self.mode() == "assistant":
-            self.history.add(Item("user", text, t0, t1))
+            self._journal(Item("user", text, t0, t1, utterance=utt))
+        self._append("You", text)
 
     def _on_speech_started(self, utt: int) -> None:
         if self.player is not None:
@@ -307,18 +314,19 @@ class MainWindow(QMainWindow):
     def _on_answer_done(self, utt: int, text: str, interrupted: bool) -> None:
         accepted = self._presynth.get(utt, False)
         style = "color:#1b6e3a" if accepted else ""
+        t0, t1 = self._final_t.get(utt, (0.0, 0.0))
+        self._journal(Item("assistant", text, t1, t1, utterance=utt))
         self._append("Assistant" + (" (prepared while you spoke)" if accepted else ""),
                      text + (" …(interrupted)" if interrupted else ""), style)
-        t0, t1 = self._final_t.get(utt, (0.0, 0.0))
-        self.history.add(Item("assistant", text, t1, t1))
 
     def _on_caption(self, cap) -> None:
+        if cap.final:
+            t0, t1 = self._final_t.get(cap.utterance, (0.0, 0.0))
+            self._journal(Item("caption", cap.source, t0, t1, translation=cap.translation, utterance=cap.utterance))
         self.caption_window.show_caption(cap)
         self.live.setText(f"{html.escape(cap.translation_stable)}<span style='color:gray'> …</span>")
         if cap.final:
             self._append("Caption", f"{cap.source}  →  {cap.translation}")
-            t0, t1 = self._final_t.get(cap.utterance, (0.0, 0.0))
-            self.history.add(Item("caption", cap.source, t0, t1, translation=cap.translation))
 
     def _on_metrics(self, m: dict) -> None:
         kind = m.get("kind")
@@ -340,6 +348,7 @@ class MainWindow(QMainWindow):
         self.status_label.setText(f"⚠ {msg}")
 
     def _on_session_ended(self) -> None:
+        self.history.end_session()  # the next session starts later on the journal's clock
         if self.handsfree.isChecked():
             self.handsfree.blockSignals(True)
             self.handsfree.setChecked(False)
@@ -376,7 +385,7 @@ class MainWindow(QMainWindow):
         super().keyReleaseEvent(e)
 
     def closeEvent(self, e):  # noqa: N802 (Qt)
-        self.ctl.stop()
+        self.ctl.stop()  # returns at once; the session winds down in the background
         if self.player is not None:
             self.player.close()
         self.caption_window.close()
@@ -393,4 +402,8 @@ def run_app(argv=None) -> int:
     app.setApplicationName("specvoice")
     w = MainWindow()
     w.show()
-    return app.exec()
+    code = app.exec()
+    # the window is gone: let the session finish its journal and threads (bounded; they are daemons after that)
+    w.ctl.stop()
+    w.ctl.wait_stopped(timeout=10)
+    return code

@@ -235,3 +235,104 @@ def test_push_to_talk_and_clean_shutdown(qtbot, window):
     w.close()
     names = {t.name for t in threading.enumerate() if t.is_alive()}
     assert not names & ENGINE_THREADS, names
+
+
+def _engine_threads() -> set[str]:
+    import threading
+
+    return {t.name for t in threading.enumerate() if t.is_alive()} & ENGINE_THREADS
+
+
+def test_stop_returns_at_once_and_the_session_ends_in_the_background(qtbot, window, jfk_path):
+    import time
+
+    w = window
+    partials = []
+    w.ctl.partial.connect(lambda *a: partials.append(a))
+    w.mode_caption.setChecked(True)  # a translation in flight as well as the ASR
+    w.add_file_input(str(jfk_path))
+    w.handsfree.setChecked(True)
+    qtbot.waitUntil(lambda: len(partials) >= 2, timeout=240_000)
+    t0 = time.monotonic()
+    with qtbot.waitSignal(w.ctl.session_ended, timeout=60_000):
+        w.handsfree.setChecked(False)  # the GUI thread calls stop()
+        assert time.monotonic() - t0 < 0.25  # it returned at once (it used to join for up to 60 s)
+    qtbot.waitUntil(lambda: not w.ctl.running() and not _engine_threads(), timeout=60_000)
+
+
+def test_closing_the_window_mid_answer_leaves_no_thread(qtbot, tmp_path, store, small_gguf):
+    import time
+
+    from app.controller import EngineController
+    from app.main_window import MainWindow
+
+    cfg = Config().with_overrides({"models": {"llm_target": str(small_gguf)}, "llm": {"max_answer_tokens": 200},
+                                   "audio": {"output_device": "none"}, "asr": {"model_role": "asr_draft"}})
+    w = MainWindow(EngineController(cfg), store, history_path=tmp_path / "history.jsonl")
+    qtbot.addWidget(w)
+    w.output_pick.setCurrentIndex(w.output_pick.findData("none"))
+    w.show()
+    sentences = []
+    w.ctl.answer_sentence.connect(lambda u, i, t: sentences.append(t))
+    w.add_file_input(str(QUESTION))
+    w.handsfree.setChecked(True)
+    qtbot.waitUntil(lambda: bool(sentences), timeout=240_000)  # the answer is being generated and spoken
+    t0 = time.monotonic()
+    w.close()
+    assert time.monotonic() - t0 < 0.5
+    qtbot.waitUntil(lambda: not w.ctl.running() and not _engine_threads(), timeout=60_000)
+    kinds = [it.kind for it in History(tmp_path / "history.jsonl").items]
+    assert kinds[:1] == ["user"]  # what was shown before the close is in the journal
+
+
+def test_a_failing_translator_ends_the_caption_worker_with_an_error(qtbot, monkeypatch, jfk_path):
+    import engine.runtime
+    from app.controller import EngineController, SessionOptions
+
+    class Broken:
+        def reset(self):
+            pass
+
+        def translate_ssbd(self, text, final=False):
+            raise RuntimeError("translator exploded")
+
+    monkeypatch.setattr(engine.runtime, "build_translator", lambda cfg, rt, target: Broken())
+    ctl = EngineController(Config().with_overrides({"asr": {"model_role": "asr_draft"}}))
+    errors = []
+    ctl.error.connect(errors.append)
+    with qtbot.waitSignal(ctl.session_ended, timeout=120_000):
+        assert ctl.start(SessionOptions(source="file:" + str(jfk_path), mode="caption", realtime=False))
+    assert any("translator exploded" in e for e in errors), errors
+    qtbot.waitUntil(lambda: not ctl.running() and not _engine_threads(), timeout=30_000)
+
+
+def test_the_app_process_exits_when_closed_with_work_in_flight(tmp_path, small_gguf):
+    """A real process: the window closes while the session runs; the process must exit by itself."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QApplication
+from app.controller import EngineController
+from app.main_window import MainWindow
+from engine.config import Config
+
+app = QApplication([])
+cfg = Config().with_overrides({{"models": {{"llm_target": {str(small_gguf)!r}}}, "audio": {{"output_device": "none"}},
+                               "asr": {{"model_role": "asr_draft"}}}})
+w = MainWindow(EngineController(cfg), QSettings({str(tmp_path / 's.ini')!r}, QSettings.IniFormat),
+               history_path={str(tmp_path / 'h.jsonl')!r})
+w.output_pick.setCurrentIndex(w.output_pick.findData("none"))
+w.add_file_input({str(QUESTION)!r})
+w.ctl.final.connect(lambda *a: QTimer.singleShot(0, w.close))  # close with the answer in flight
+w.closed.connect(app.quit)
+w.show()
+w.handsfree.setChecked(True)
+sys.exit(app.exec() or (0 if w.ctl.wait_stopped(timeout=30) else 3))
+"""
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
