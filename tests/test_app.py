@@ -5,7 +5,6 @@ import os
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

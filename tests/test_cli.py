@@ -142,3 +142,98 @@ def test_ctrl_c_keeps_what_was_transcribed(tmp_path, jfk_path):
     assert "Traceback" not in err
     assert "fellow" in transcript.read_text().lower()
     assert json.loads((tmp_path / "transcribe-report.json").read_text())["error"] == "interrupted"
+
+
+def test_caption_worker_error_ends_the_run_with_one_line(tmp_path, jfk_path, monkeypatch, capfd):
+    """A translator that raises: the caption thread ends, the stream stops, one error line, exit 1 — no hang."""
+    import threading
+
+    import engine.runtime
+    from app.cli import main
+
+    class Broken:
+        def reset(self):
+            pass
+
+        def translate_ssbd(self, text, final=False):
+            raise RuntimeError("translator exploded")
+
+    monkeypatch.setattr(engine.runtime, "build_translator", lambda cfg, rt, target: Broken())
+    result = {}
+    th = threading.Thread(target=lambda: result.setdefault("code", main(
+        ["caption", str(jfk_path), "--out", str(tmp_path), "--set", "asr.model_role=asr_draft"])), daemon=True)
+    th.start()
+    th.join(timeout=120)
+    assert not th.is_alive(), "caption hung after the translator failed"
+    out, err = capfd.readouterr()
+    assert result["code"] == 1
+    (line,) = [ln for ln in err.splitlines() if ln.strip()]
+    assert line.startswith("specvoice: error: caption failed") and "translator exploded" in line
+    assert "! caption: RuntimeError: translator exploded" in out
+    records = [json.loads(x) for x in (tmp_path / "journal.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert any(r["type"] == "error" and r["where"] == "caption" for r in records)
+    assert records[-1]["type"] == "session_end" and records[-1]["status"] == "error"
+    assert records[-1]["audio_s"] < 11.0  # the stream was stopped, not played to its end
+    assert "translator exploded" in _report(tmp_path, "caption")["error"]
+
+
+def test_models_verify_names_the_damaged_voice_vad_and_assets(tmp_path, monkeypatch):
+    """--verify opens every model; a truncated copy of the voice or the VAD, or a damaged asset, is named."""
+    import dataclasses
+
+    from engine import models
+    from engine.config import load_config
+    from engine.models import EMBEDDED, ChecksumError, ModelCheckError, check_model
+
+    cfg = load_config(None)
+    voice = models.resolve("tts_voice", cfg, progress=False)
+    vad = models.resolve("vad", cfg, progress=False)
+    d = tmp_path / "voice"
+    d.mkdir()
+    bad_voice = d / Path(voice.path).name
+    data = Path(voice.path).read_bytes()
+    bad_voice.write_bytes(data[: len(data) // 3])
+    shutil.copyfile(voice.config, d / Path(voice.config).name)
+    bad_vad = tmp_path / "silero.onnx"
+    bad_vad.write_bytes(Path(vad.path).read_bytes()[:5000])
+    r = run_cli(["models", "--verify", "--roles", "tts_voice", "--quiet", "--out", str(tmp_path / "o"),
+                 "--model", f"tts_voice={bad_voice}"])
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("specvoice: error: tts_voice:") and str(bad_voice) in line
+    r = run_cli(["models", "--verify", "--roles", "vad,asr_draft", "--quiet", "--out", str(tmp_path / "o"),
+                 "--model", f"vad={bad_vad}"])
+    assert r.returncode == 2 and r.stderr.startswith("specvoice: error: vad:") and str(bad_vad) in r.stderr
+    # the embedded voice and VAD are pinned by sha256 now: a wrong digest is a named checksum failure
+    monkeypatch.setitem(EMBEDDED, "vad", dataclasses.replace(EMBEDDED["vad"], sha256="0" * 64))
+    with pytest.raises(ChecksumError, match=r"^vad: checksum failed for .*silero_vad_v6\.onnx"):
+        check_model("vad", cfg)
+    # the shipped CTC head and codec TTS: a damaged copy is named
+    for name, victim in (("ctc_head", "head.safetensors"), ("codec_tts", "codec.npz")):
+        copy = tmp_path / name
+        shutil.copytree(models.ASSET_MODELS[name], copy)
+        with open(copy / victim, "r+b") as f:
+            f.truncate((copy / victim).stat().st_size // 2)
+        monkeypatch.setitem(models.ASSET_MODELS, name, copy)
+        with pytest.raises(ModelCheckError, match=rf"^{name}: .*{victim}"):
+            check_model(name, cfg)
+
+
+def test_models_verify_checks_every_model_of_the_configuration(tmp_path):
+    from engine.models import MODEL_NAMES
+
+    r = run_cli(["models", "--verify", "--quiet", "--out", str(tmp_path), "--roles",
+                 "asr_target,asr_draft,llm_draft,tts_voice,vad,ctc_head,codec_tts"])
+    assert r.returncode == 0, r.stderr
+    rep = _report(tmp_path, "models")["models"]
+    assert set(rep) == set(MODEL_NAMES) - {"llm_target"} and all(v["files"] for v in rep.values())
+    assert set(MODEL_NAMES) >= {"asr_target", "asr_draft", "llm_target", "llm_draft", "tts_voice", "vad", "ctc_head",
+                                "codec_tts"}
+
+
+def test_bench_lists_voice_and_soak():
+    r = run_cli(["bench", "--help"])
+    assert r.returncode == 0 and "voice" in r.stdout and "soak" in r.stdout
+    from app.cli import BENCHES
+
+    assert BENCHES["voice"] == "bench.voice_bench" and BENCHES["soak"] == "bench.soak_bench"

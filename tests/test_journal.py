@@ -1,7 +1,6 @@
 """The session journal: durable before shown (SIGKILL), sessions never erased, exports on one clock; the queue
 policy (stale partials may go, finals never)."""
 
-import json
 import os
 import re
 import signal
@@ -9,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
