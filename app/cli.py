@@ -99,7 +99,7 @@ class _UsageError(Exception):
 
 
 class WorkerError(RuntimeError):
-    """A worker stage (caption, answer delivery) failed; the message is one line for the user."""
+    """A worker stage (the caption translator) failed; the message is one line for the user."""
 
 
 # -- output -----------------------------------------------------------------------------------------------------
@@ -161,9 +161,14 @@ class Live:
 
         self.source = _source(args, cfg)  # decodes a file now: bad input fails before any model loads
         self.out = Path(args.out)
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.session = Journal(_journal_path(args)).start(args.cmd, "microphone" if args.mic else str(
-            args.audio or default_question()))
+        journal = _journal_path(args)
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.session = Journal(journal).start(args.cmd, "microphone" if args.mic else str(
+                args.audio or default_question()))
+        except OSError as e:
+            raise _UsageError(f"cannot write the output folder {self.out} or the journal {journal}: "
+                              f"{e.strerror or e}") from None
         self.transcriber = None
         self.t_end: dict[int, tuple[float, float]] = {}  # utterance → (t_start, t_end) on the session clock
 
@@ -591,6 +596,9 @@ def main(argv: list[str] | None = None) -> int:
     from engine.models import ModelError
 
     args = _parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a transcript in any language must not crash a narrow console
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     if args.cmd == "app":
         try:
             from app.main_window import run_app
@@ -656,8 +664,9 @@ def main(argv: list[str] | None = None) -> int:
         if code == 0:
             _print_summary(args.cmd, report, report_path, printer)
     except OSError as e:
-        print(f"specvoice: error: cannot write report {report_path}: {e}", file=sys.stderr)
-        code = code or 1
+        if code == 0:  # after a failure its own error line is the one the user needs
+            print(f"specvoice: error: cannot write report {report_path}: {e}", file=sys.stderr)
+            code = 1
     return code
 
 

@@ -143,6 +143,14 @@ def test_caption_and_assist_on_noise(tmp_path, capfd, corpus, small_gguf, cmd):
     _check_kept(out, appended_ok=True)
 
 
+def test_out_folder_that_is_a_file(tmp_path, capfd, corpus):
+    out = tmp_path / "out"
+    out.write_text("a file, not a folder", encoding="utf-8")
+    code, _, err = _run(capfd, ["transcribe", str(corpus["pcm_24bit"].path), "--out", str(out), *ASR], limit_s=30)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and str(out) in err and "Traceback" not in err
+    assert out.read_text(encoding="utf-8") == "a file, not a folder"
+
+
 def test_subprocess_bad_and_non_ascii_input(tmp_path, corpus):
     """The installed entry point, as a user runs it: a random-bytes .wav and a non-ASCII file name."""
     out = tmp_path / "out"
