@@ -7,7 +7,9 @@ the final transcript at the moment it was final. Output:
 
     {"<full prompt>": [["<partial text>", <seconds since start>], ..., ["<final transcript>", <s>]], ...}
 
-Run: ``python -m bench.make_partial_streams --n 10 --out bench/data/mtbench_asr_partials.json``.
+Run: ``specvoice bench partial-streams bench/data/voice_questions --n 12 --out bench/data/voice_asr_partials.json``
+(spoken files; ``python -m bench.make_speech --questions 12 --out bench/data`` makes them) or, with no files,
+``--prompts mtbench`` synthesised on the fly.
 """
 
 from __future__ import annotations
@@ -21,12 +23,19 @@ import numpy as np
 
 
 def stream_for(text: str, tts, rt, cfg, realtime: bool = True) -> list[list]:
+    """Synthesise ``text`` with ``tts`` and return its partial stream (see :func:`stream_for_audio`)."""
     from audio.io import resample
+
+    audio = resample(tts.synthesize(text), tts.sample_rate, 16000)
+    return stream_for_audio(np.concatenate([np.zeros(4800, np.float32), audio]), rt, cfg, realtime)
+
+
+def stream_for_audio(audio: np.ndarray, rt, cfg, realtime: bool = True) -> list[list]:
+    """Play float32 16 kHz mono ``audio`` through the streaming ASR (VAD, the configured method) and return
+    [[partial transcript, seconds since the audio started], ..., [final transcript, seconds]]."""
     from audio.sources import ArraySource
     from engine.events import FinalTranscript, PartialTranscript
 
-    audio = resample(tts.synthesize(text), tts.sample_rate, 16000)
-    audio = np.concatenate([np.zeros(4800, np.float32), audio])
     entries: list[list] = []
     finals: list[str] = []
     t0 = time.monotonic()
@@ -52,6 +61,8 @@ def main(argv=None) -> int:
     from engine.runtime import Runtime
 
     p = argparse.ArgumentParser(prog="make_partial_streams", description=__doc__.split("\n\n")[0])
+    p.add_argument("audio", nargs="*", help="spoken prompts (WAV/FLAC files or folders; a refs.json beside them "
+                   "gives each file's prompt text) — default: synthesise --prompts with the Piper voice")
     p.add_argument("--prompts", default="mtbench")
     p.add_argument("--n", type=int, default=10)
     p.add_argument("--fast", action="store_true", help="do not play at real-time pace (times are then compute-bound)")
@@ -60,11 +71,22 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     cfg = load_config(None, None, args.set)
     rt = Runtime(cfg)
-    tts = rt.tts()
     out: dict[str, list] = {}
-    for i, q in enumerate(load_prompts(args.prompts, args.n)):
-        out[q] = stream_for(q, tts, rt, cfg, realtime=not args.fast)
-        print(f"{i + 1}: {len(out[q])} partials; final: {out[q][-1][0] if out[q] else ''}", flush=True)
+    if args.audio:
+        from audio.io import load_audio
+        from bench.voice_bench import expand as expand_files
+
+        for i, f in enumerate(expand_files(args.audio)[: args.n]):
+            refs = f.parent / "refs.json"
+            key = json.loads(refs.read_text()).get(f.name, f.name) if refs.exists() else f.name
+            out[key] = stream_for_audio(load_audio(f), rt, cfg, realtime=not args.fast)
+            print(f"{i + 1}: {f.name}: {len(out[key])} partials; final: {out[key][-1][0] if out[key] else ''}",
+                  flush=True)
+    else:
+        tts = rt.tts()
+        for i, q in enumerate(load_prompts(args.prompts, args.n)):
+            out[q] = stream_for(q, tts, rt, cfg, realtime=not args.fast)
+            print(f"{i + 1}: {len(out[q])} partials; final: {out[q][-1][0] if out[q] else ''}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.out}")

@@ -20,6 +20,8 @@ Files (16 kHz mono 16-bit FLAC):
       babble. References "" except clipped_speech (its sentence).
     * ``refs.json`` in each folder: {file name: reference text}.
 
+Spoken questions for the voice-to-voice benchmark (``--questions N --out bench/data``): see :func:`spoken_questions`.
+
 Run: ``python -m bench.make_speech`` (``--check``: also print each file's offline faster-whisper WER vs its
 reference, greedy and beam 5).
 """
@@ -392,6 +394,36 @@ def build(seed: int = SEED) -> dict[str, tuple[np.ndarray, str]]:
     return files
 
 
+QUESTION_RATES = (0.85, 1.0, 1.2)  # Piper length_scale: fast, normal, slow speakers
+
+
+def spoken_questions(n: int = 12, seed: int = SEED) -> dict[str, tuple[np.ndarray, str]]:
+    """MT-Bench first-turn questions that read well aloud (≤ 150 characters, plain characters), spoken by the Piper
+    voice at the rates of ``QUESTION_RATES`` in turn, with natural pauses: each comma- or sentence-separated clause
+    is said on its own and the clauses are joined with 0.12–0.4 s of silence (shorter than the VAD's end-of-speech
+    silence, so one question stays one utterance). 0.5 s of silence before, 1.0 s after. Returns
+    {"voice_questions/qNN.flac": (float32 16 kHz audio, reference text)}."""
+    rng = random.Random(seed + 7)
+    voices = Voices(seed)
+    qs = []
+    for line in (HERE / "data" / "mt_bench_questions.jsonl").open():
+        q = json.loads(line)["turns"][0]
+        if len(q) <= 150 and re.fullmatch(r"[A-Za-z0-9 ,.'?!-]+", q) and len(q.split()) >= 6:
+            qs.append(q)
+    files = {}
+    for i, q in enumerate(qs[:n]):
+        rate = QUESTION_RATES[i % len(QUESTION_RATES)]
+        clauses = [c for c in re.split(r"(?<=[,.?!])\s+", q) if c.strip()]
+        parts = [silence(0.5)]
+        for j, c in enumerate(clauses):
+            if j:
+                parts.append(silence(rng.uniform(0.12, 0.4)))
+            parts.append(trim(voices.piper(c, length_scale=rate), keep_s=0.03))
+        parts.append(silence(1.0))
+        files[f"voice_questions/q{i:02d}_rate{rate:.2f}.flac"] = (level(np.concatenate(parts), 0.7), q)
+    return files
+
+
 def write(files: dict[str, tuple[np.ndarray, str]], out: Path = OUT) -> None:
     import soundfile as sf
 
@@ -435,9 +467,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(OUT), help="output folder (default bench/data/stream_speech)")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--check", action="store_true", help="print offline Whisper-base WER of every file")
+    ap.add_argument("--questions", type=int, default=0, metavar="N",
+                    help="instead: write N spoken MT-Bench questions to OUT/voice_questions (the voice benchmark's input)")
     a = ap.parse_args(argv)
     out = Path(a.out)
-    files = build(a.seed)
+    files = spoken_questions(a.questions, a.seed) if a.questions else build(a.seed)
     write(files, out)
     total = 0
     for rel, (x, text) in files.items():

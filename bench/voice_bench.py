@@ -1,0 +1,249 @@
+"""Voice-to-voice benchmark: spoken questions played in real time through the whole live pipeline (VAD → streaming
+ASR → answer stage → TTS), each answer method on the same files in one run.
+
+The pipeline is built exactly as ``specvoice assist`` builds it (:meth:`engine.runtime.Runtime.transcriber`,
+:func:`engine.runtime.build_assistant`, :class:`engine.assistant.Conversation`), with the configuration's thread
+policy: the ASR runs at normal priority, the answer thread at nice +10 with ``llm.predgen_speculation_threads`` LLM
+threads while the user speaks and all threads once the final transcript is in. Methods:
+
+* ``cascade``: the answer starts at the final transcript (plain greedy AR, then sentence-by-sentence TTS);
+* ``cascade_prefill``: no speculation, but each partial transcript's prompt is prefilled while the user speaks so
+  the KV cache follows the committed text (PredGen machinery with 0 speculated tokens per update);
+* ``predgen`` (greedy verifier, lossless), ``predgen_top_k``: PredGen (predgen.txt Algorithm 1) with pre-synthesis
+  of the first sentence.
+
+Per file and method: end of speech (the last utterance's ``SpeechEnded.wall``: when the audio holding its last
+speech sample was available) → final transcript, → first answer token, → first answer audio ready (the first
+``AnswerAudio`` event; the player would start it then), NFETFS (LLM forward passes from the final transcript to the
+first sentence), whether the pre-synthesised audio was used, accepted-prefix length (tokens), and whether the answer
+equals the cascade's (compared where both runs got the same final transcript). Summary: p50/p90 per method, the
+NFETFS = 1 rate, and latency ratios against both cascades.
+
+Run: ``specvoice bench voice [FILES or folders] [--methods ...] --out bench/results/voice.json``
+(default input: bench/data/voice_questions — ``python -m bench.make_speech --questions 12 --out bench/data`` —
+and tests/data/jfk.flac).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DEFAULT_INPUTS = [HERE / "data" / "voice_questions", ROOT / "tests" / "data" / "jfk.flac"]
+METHODS = {  # name → overrides of the [llm] section (every method answers with PredGen's system prompt, A.3)
+    "cascade": {"answer_method": "cascade", "system_prompt": None},
+    "cascade_prefill": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_tokens_per_update": 0},
+    "predgen": {"answer_method": "predgen", "predgen_verifier": "greedy"},
+    "predgen_top_k": {"answer_method": "predgen", "predgen_verifier": "top_k"},
+    # the same with every core for speculation (the ASR still preempts it: the answer thread runs at nice +10)
+    "cascade_prefill_t2": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_tokens_per_update": 0,
+                           "predgen_speculation_threads": 2},
+    "predgen_t2": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_speculation_threads": 2},
+}
+
+
+def _r(x, n: int = 3):
+    return None if x is None else round(float(x), n)
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return _r(float(np.percentile(xs, q))) if xs else None
+
+
+def method_config(cfg, method: str):
+    """``cfg`` with the [llm] overrides of ``method``; the cascade gets PredGen's system prompt (the user's prompt +
+    the truncation note of predgen.txt A.3) so that answers are comparable token by token."""
+    from engine.predgen import PREDGEN_SYSTEM
+
+    over = dict(METHODS[method])
+    if "system_prompt" in over:
+        over["system_prompt"] = (cfg.llm.system_prompt + " " + PREDGEN_SYSTEM).strip()
+    return dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, **over))
+
+
+def run_one(rt, cfg, audio: np.ndarray) -> dict:
+    """Play ``audio`` (float32 16 kHz) in real time through the live pipeline of ``cfg``; returns the marks of the
+    last answered utterance."""
+    from audio.sources import ArraySource
+    from engine.assistant import Conversation
+    from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, Error, FinalTranscript, PartialTranscript,
+                               SpeechEnded, SpeechStarted)
+    from engine.runtime import build_assistant
+
+    lock = threading.Lock()
+    marks: dict[int, dict] = {}
+    errors: list[str] = []
+
+    def mark(u: int) -> dict:
+        return marks.setdefault(u, {})
+
+    def on_answer(ev) -> None:
+        now = time.monotonic()
+        with lock:
+            if isinstance(ev, AnswerDelta):
+                mark(ev.utterance).setdefault("first_token", now)
+            elif isinstance(ev, AnswerAudio):
+                mark(ev.utterance).setdefault("first_audio", now)
+            elif isinstance(ev, AnswerDone):
+                mark(ev.utterance).update(answer=ev.text, interrupted=ev.interrupted)
+            elif isinstance(ev, Error):
+                errors.append(f"{ev.where}: {ev.message}")
+
+    assistant = build_assistant(cfg, rt, on_answer)
+    assistant.warm()
+    metrics: dict[int, object] = {}
+    conv = Conversation(assistant, lambda u, text, m: metrics.__setitem__(u, m))
+
+    def on_event(ev) -> None:
+        if isinstance(ev, SpeechStarted):
+            conv.on_speech_start()
+        elif isinstance(ev, PartialTranscript):
+            conv.on_partial(ev.utterance, ev.text)
+        elif isinstance(ev, SpeechEnded):
+            with lock:
+                mark(ev.utterance)["eos"] = ev.wall
+        elif isinstance(ev, FinalTranscript):
+            with lock:
+                mark(ev.utterance).update(final=ev.wall, transcript=ev.text)
+            conv.on_final(ev.utterance, ev.text)
+        elif isinstance(ev, Error):
+            errors.append(f"{ev.where}: {ev.message}")
+
+    st = rt.transcriber(ArraySource(audio, cfg.audio.block_s, realtime=True, trailing_silence_s=1.0), on_event)
+    try:
+        st.run()
+        idle = conv.wait_idle(timeout=180)
+    finally:
+        conv.close()
+    answered = [u for u in sorted(marks) if marks[u].get("answer") and u in metrics]
+    if not answered:
+        return {"error": "; ".join(errors) or "no answer", "utterances": len(st.stats.utterances)}
+    u = answered[-1]
+    mk, m = marks[u], metrics[u]
+    eos = mk.get("eos")
+
+    def since(key):
+        return _r(mk[key] - eos) if eos is not None and mk.get(key) is not None else None
+
+    return {"utterances": len(st.stats.utterances), "transcript": mk.get("transcript", ""),
+            "answer": mk.get("answer", ""), "eos_to_final_s": since("final"), "eos_to_first_token_s": since("first_token"),
+            "eos_to_first_audio_s": since("first_audio"),
+            "final_to_first_audio_s": _r(mk["first_audio"] - mk["final"]) if mk.get("first_audio") and mk.get("final")
+            else None,
+            "nfetfs": m.nfetfs, "presynth_used": m.presynth_used, "accepted_tokens": m.accepted_tokens,
+            "speculative_updates": m.speculative_updates, "asr_compute_s": _r(st.stats.asr_compute_s),
+            "updates": [{"partial": x.partial, "accepted": x.accepted, "previous_len": x.previous_len,
+                         "generated": x.generated, "compute_s": _r(x.compute_s), "first_sentence": x.first_sentence,
+                         "cancelled": x.cancelled} for x in m.steps],
+            "timed_out": not idle, "errors": errors}
+
+
+def summarise(rows: list[dict]) -> dict:
+    ok = [r for r in rows if "error" not in r]
+    lat = [r["eos_to_first_audio_s"] for r in ok]
+    fin = [r["eos_to_final_s"] for r in ok]
+    nfe = [r["nfetfs"] for r in ok if r["nfetfs"] is not None]
+    return {"files": len(rows), "answered": len(ok),
+            "eos_to_first_audio_s_p50": pct(lat, 50), "eos_to_first_audio_s_p90": pct(lat, 90),
+            "eos_to_first_audio_s_mean": _r(statistics.mean([x for x in lat if x is not None])) if ok else None,
+            "eos_to_final_s_p50": pct(fin, 50), "eos_to_final_s_p90": pct(fin, 90),
+            "final_to_first_audio_s_p50": pct([r["final_to_first_audio_s"] for r in ok], 50),
+            "nfetfs_1_rate": _r(sum(n == 1 for n in nfe) / len(nfe)) if nfe else None,
+            "nfetfs_mean": _r(statistics.mean(nfe), 2) if nfe else None,
+            "presynth_rate": _r(sum(bool(r["presynth_used"]) for r in ok) / len(ok)) if ok else None,
+            "accepted_tokens_mean": _r(statistics.mean(r["accepted_tokens"] for r in ok), 2) if ok else None}
+
+
+def expand(inputs: list[str | Path]) -> list[Path]:
+    """Files as given; folders → their .wav/.flac files, sorted. Raises SystemExit for a missing path."""
+    out: list[Path] = []
+    for s in inputs:
+        p = Path(s)
+        if p.is_dir():
+            out += sorted(q for q in p.iterdir() if q.suffix.lower() in (".wav", ".flac"))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise SystemExit(f"voice bench: no such file or folder: {p}")
+    return out
+
+
+def main(argv=None) -> int:
+    from audio.io import AudioError, load_audio
+    from engine.config import load_config
+    from engine.runtime import Runtime
+
+    p = argparse.ArgumentParser(prog="specvoice bench voice", description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="*", help="spoken questions (WAV/FLAC files or folders)")
+    p.add_argument("--methods", nargs="+", default=["cascade", "cascade_prefill", "predgen"], choices=list(METHODS))
+    p.add_argument("--n", type=int, default=0, help="use the first N files (0 = all)")
+    p.add_argument("--config")
+    p.add_argument("--set", action="append", default=[])
+    p.add_argument("--out", default="bench/results/voice.json")
+    args = p.parse_args(argv)
+    files = expand(args.files or [x for x in DEFAULT_INPUTS if x.exists()])
+    if args.n:
+        files = files[: args.n]
+    if not files:
+        raise SystemExit("voice bench: no input (make some: python -m bench.make_speech --questions 12 --out bench/data)")
+    cfg = load_config(args.config, None, args.set)
+    rt = Runtime(cfg, progress=True)
+    rt.asr_backend(), rt.vad(), rt.llm(), rt.tts()  # load everything before the clock runs
+    audios = {}
+    for f in files:
+        try:
+            audios[f] = load_audio(f)
+        except AudioError as e:
+            print(f"skipped {f}: {e}", file=sys.stderr)
+    # warm-up: one file through the pipeline so first-call costs (thread pools, caches) are not in the numbers
+    run_one(rt, cfg, next(iter(audios.values())))
+    results: dict[str, list[dict]] = {m: [] for m in args.methods}
+    for f, audio in audios.items():  # methods interleaved per file: machine drift hits all alike
+        for meth in args.methods:
+            mcfg = method_config(cfg, meth)
+            r = run_one(rt, mcfg, audio)
+            r["file"] = f.name
+            results[meth].append(r)
+            print(f"[{meth}] {f.name}: EOS→audio {r.get('eos_to_first_audio_s')} s, EOS→final "
+                  f"{r.get('eos_to_final_s')} s, NFETFS {r.get('nfetfs')}, presynth {r.get('presynth_used')}"
+                  + (f" ERROR {r['error']}" if "error" in r else ""), flush=True)
+    report = {"benchmark": "voice", "files": [str(f) for f in audios], "asr_method": cfg.asr.method,
+              "llm": str(rt.model(cfg.llm.model_role).path), "speculation_threads": cfg.llm.predgen_speculation_threads,
+              "tokens_per_update": cfg.llm.predgen_tokens_per_update, "max_answer_tokens": cfg.llm.max_answer_tokens,
+              "methods": {}}
+    for meth, rows in results.items():
+        s = summarise(rows)
+        for base in ("cascade", "cascade_prefill"):
+            if base in results and base != meth and s["eos_to_first_audio_s_p50"]:
+                b = summarise(results[base])
+                s[f"p50_speedup_vs_{base}"] = _r(b["eos_to_first_audio_s_p50"] / s["eos_to_first_audio_s_p50"])
+                s[f"mean_speedup_vs_{base}"] = _r(b["eos_to_first_audio_s_mean"] / s["eos_to_first_audio_s_mean"])
+        if "cascade" in results and meth != "cascade":
+            pairs = [(r, c) for r, c in zip(rows, results["cascade"]) if "error" not in r and "error" not in c]
+            same = [(r, c) for r, c in pairs if r["transcript"] == c["transcript"]]
+            s["same_final_transcript_as_cascade"] = len(same)
+            s["identical_answer_share"] = _r(sum(r["answer"] == c["answer"] for r, c in same) / len(same)) if same \
+                else None
+        report["methods"][meth] = s
+    report["turns"] = results
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    print(json.dumps(report["methods"], indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
