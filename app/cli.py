@@ -610,7 +610,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "bench":
         import importlib
 
-        return importlib.import_module(BENCHES[args.which]).main(args.rest)
+        try:
+            bench = importlib.import_module(BENCHES[args.which])
+        except ModuleNotFoundError as e:
+            if e.name != BENCHES[args.which]:
+                raise
+            print(f"specvoice: error: benchmark {args.which!r} is not part of this installation", file=sys.stderr)
+            return EXIT_USAGE
+        return bench.main(args.rest)
     if args.cmd == "export":
         return cmd_export(args)
     printer = Printer(args.quiet)

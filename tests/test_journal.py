@@ -175,3 +175,39 @@ def test_audio_queue_is_bounded_in_seconds_and_never_drops():
     assert q.put(("start", 0.0), 0.0, timeout=0.0)  # boundaries always fit
     assert q.get() == "a" and q.put("b", 0.6, timeout=0.05) and q.seconds == pytest.approx(0.6)
     assert [q.get(), q.get()] == [("start", 0.0), "b"]
+
+
+def test_asr_that_falls_behind_catches_up_and_says_so():
+    """A real-time source and a backend slower than real time at first: Backlog events, no audio lost."""
+    import numpy as np
+
+    from audio.sources import ArraySource
+    from engine.events import Word
+    from engine.pipeline import Backlog, StreamingTranscriber
+    from engine.streaming_asr import BackendResult
+
+    class SlowThenFast:
+        name = "slow"
+
+        def __init__(self):
+            self.calls = 0
+            self.seen_s = 0.0
+
+        def transcribe(self, audio, prompt=""):
+            self.calls += 1
+            self.seen_s = max(self.seen_s, len(audio) / 16000)
+            time.sleep(2.0 if self.calls <= 2 else 0.0)
+            return BackendResult([Word(0.0, 0.4, " hello")], [0.4], {})
+
+    events = []
+    be = SlowThenFast()
+    src = ArraySource(np.zeros(16000 * 6, np.float32), block_s=0.1, realtime=True, trailing_silence_s=0.0)
+    st = StreamingTranscriber(src, be, None, events.append, min_chunk_s=0.5, lag_warn_s=1.0)
+    stats = st.run()
+    backlog = [e for e in events if isinstance(e, Backlog)]
+    assert backlog and not backlog[0].caught_up and backlog[0].behind_s > 1.0
+    assert any(e.caught_up for e in backlog)  # it caught up once the decoder was fast again
+    assert stats.audio_s == pytest.approx(6.0) and stats.dropped_audio_s == 0.0
+    assert stats.max_backlog_s >= backlog[0].behind_s
+    assert be.seen_s == pytest.approx(6.0, abs=0.05)  # every second of audio reached the decoder
+    assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["hello"]
