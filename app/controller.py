@@ -22,6 +22,7 @@ from audio.sources import AudioSource, FileSource, MicSource, input_devices
 from engine.config import Config
 from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Caption, Error, FinalTranscript,
                            PartialTranscript, SpeechEnded, SpeechStarted)
+from engine.pipeline import Backlog
 from engine.runtime import Runtime
 
 FILE_PREFIX = "file:"
@@ -353,6 +354,9 @@ class EngineController(QObject):
                         cap_jobs[:] = [j for j in cap_jobs if j[3]]
                         cap_jobs.append((ev.utterance, ev.text, ev.text, True))
                         cap_cv.notify()
+            elif isinstance(ev, Backlog):
+                self.status.emit("speech recognition is back in step" if ev.caught_up else
+                                 f"speech recognition is {ev.behind_s:.1f} s behind; catching up (no audio is lost)")
             elif isinstance(ev, Error):
                 self.error.emit(f"{ev.where}: {ev.message}")
 
