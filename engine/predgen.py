@@ -38,6 +38,8 @@ from .text import SentenceSplitter, clean_for_speech
 PREDGEN_SYSTEM = ("The instruction provided by the user may be truncated. In such cases, respond based on your best "
                   "guess of the incomplete instruction. Do not complain about incomplete prompts.")
 
+PREFILL_CHUNK = 12  # tokens per cancellable pre-fill pass of a speculative update
+
 REFLECTION_TEMPLATE = ("You are given an incomplete prompt and the model's speculative partial answer.\n"
                        "Please judge whether the partial prompt is consistent with the model's answer.\n"
                        "Partial Prompt: {prompt}\nPartial Answer: {answer}")
@@ -260,6 +262,24 @@ class PredGen:
         audio = self.tts.synthesize(clean_for_speech(text))
         return audio, time.perf_counter() - t0
 
+    def _prefill_chunks(self, prompt: list[int], cancel: threading.Event | None) -> int:
+        """Pre-fill the uncached part of ``prompt`` (all but its last ``PREFILL_CHUNK`` tokens) in chunks of
+        ``PREFILL_CHUNK`` tokens, checking ``cancel`` between chunks, so that a speculative update gives the CPU back
+        within one chunk's compute when a newer partial or the final transcript arrives (a llama.cpp forward pass
+        cannot be interrupted; on a CPU its cost grows with the tokens it evaluates). Returns forward passes made.
+        Greedy outputs are unchanged: the cache holds the same tokens the one-pass verification would have put in
+        it. Not used by :meth:`finish` (its verification is one pass, as NFETFS counts)."""
+        if cancel is None:
+            return 0
+        s = self.session
+        n = len(s.tokens) if s.tokens == prompt[: len(s.tokens)] else V.common_prefix(s.tokens, prompt)
+        passes = 0
+        while len(prompt) - n > 2 * PREFILL_CHUNK and not cancel.is_set():
+            n += PREFILL_CHUNK
+            s.prefill(prompt[:n])
+            passes += 1
+        return passes
+
     def update(self, partial: str, cancel: threading.Event | None = None) -> StepInfo:
         """Lines 9–14: verify R_i against the new partial prompt, keep the accepted prefix, extend it within the
         budget, and (re)synthesise the first sentence if it changed."""
@@ -268,7 +288,13 @@ class PredGen:
             self.lm.set_threads(self.speculation_threads)
         c = self.cand
         prompt = self.prompt_tokens(partial)
+        n_pre = self._prefill_chunks(prompt, cancel)
+        if cancel is not None and cancel.is_set():  # a newer partial is waiting: keep R_{i-1}, stop now
+            info = StepInfo(partial, 0, len(c.response), 0, n_pre, time.perf_counter() - t0, 0.0, c.first_text, True)
+            self.steps.append(info)
+            return info
         k, nxt, nfe, _ = self.verify(partial, prompt, c.response, c.first_len, c.first_text)
+        nfe += n_pre
         out, nfe2, ended = self._extend(list(c.response[:k]), nxt, self.tokens_per_update, cancel,
                                         stop_at_first=True)
         fs = first_sentence(self.lm.detokenize, out)

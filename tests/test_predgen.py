@@ -181,3 +181,56 @@ def test_forty_turn_conversation_fits_context_and_reuses_kv_exactly(runtime, kin
     assert starts[-1] > 0  # trimming happened
     assert len(set(starts)) < 20  # with hysteresis: the kept prefix changes rarely, so the KV cache is reused
     assert sum(r > 50 for r in reuse) >= 30  # most turns reuse the cached conversation
+
+
+def test_odd_partial_streams_give_a_result_or_a_clear_skip(tmp_path, pg_factory):
+    """Empty streams, one partial, punctuation-only and non-English partials, rewrites: never a traceback."""
+    import json
+
+    from bench.predgen_bench import load_streams, simulate
+
+    data = {"empty": [], "dots": [["...", 0.5]], "bad": [[1, "x"], None],
+            "one": [["What is two plus two?", 1.2]],
+            "odd": [["...", 0.3], ["Wie spät", 0.8], ["What time", 1.0], ["What time is it in Tokyo?", 2.0]],
+            "rewrite": [["Tell me about the see", 0.6], ["Tell me about the sea.", 1.4], ["Tell me about the sea.", 1.3]]}
+    path = tmp_path / "streams.json"
+    path.write_text(json.dumps(data))
+    streams, skipped = load_streams(str(path), 10)
+    assert {s["prompt"] for s in skipped} == {"empty", "dots", "bad"}
+    assert [len(s) for s in streams] == [1, 4, 2]  # the out-of-order final is dropped, its earlier twin kept
+    for stream in streams:
+        r = simulate(pg_factory("greedy"), stream, speculate=True)
+        assert r["answer"] and r["final"] == stream[-1][0]
+    with pytest.raises(SystemExit, match="cannot read"):
+        load_streams(str(tmp_path / "missing.json"), 10)
+
+
+def test_update_gives_the_cpu_back_within_one_prefill_chunk(pg_factory):
+    """A newer partial arriving mid-update stops it after the pre-fill chunk in flight: the candidate is kept, the
+    cache holds a prefix of the new prompt, and the next update continues from there."""
+    from engine.predgen import PREFILL_CHUNK
+
+    pg = pg_factory("greedy", tokens_per_update=4)
+    pg.update("Tell me")
+    before = list(pg.cand.response)
+    long_partial = "Tell me " + "about the long history of the small harbour town and its fishing boats " * 3
+    cancel = threading.Event()
+    passes = []
+    real_prefill = pg.session.prefill
+
+    def spy(prompt):
+        passes.append(len(prompt))
+        cancel.set()  # the newer partial arrives while the first chunk is evaluated
+        return real_prefill(prompt)
+
+    pg.session.prefill = spy
+    st = pg.update(long_partial, cancel)
+    pg.session.prefill = real_prefill
+    prompt = pg.prompt_tokens(long_partial)
+    assert len(prompt) > 4 * PREFILL_CHUNK
+    assert st.cancelled and st.generated == 0 and len(passes) == 1 and st.nfe == 1
+    assert pg.cand.response == before  # R_{i-1} kept for the next verification
+    assert pg.session.tokens == prompt[: passes[0]]
+    n0 = pg.session.n_eval_tokens
+    pg.update(long_partial)  # continues from the cached chunk, nothing before it re-evaluated
+    assert pg.session.n_eval_tokens - n0 <= (len(prompt) - passes[0] + 1) + len(before) + 4  # rest, R, new tokens
