@@ -43,9 +43,9 @@ def items(records: list[dict], session: str | None = None) -> list[Item]:
         t1 = r.get("t_end")
         t0 = float(t0) if isinstance(t0, (int, float)) else float(t1) if isinstance(t1, (int, float)) else 0.0
         t1 = float(t1) if isinstance(t1, (int, float)) else t0
+        utt = r.get("utterance")
         out.append(Item(r["type"], str(r.get("text", "")), off + t0, off + t1, str(r.get("translation") or ""),
-                        int(r.get("utterance", -1) if isinstance(r.get("utterance"), int) else -1),
-                        str(r.get("session", ""))))
+                        utt if isinstance(utt, int) else -1, str(r.get("session", ""))))
     return out
 
 
@@ -83,8 +83,8 @@ def to_txt(records: list[dict], session: str | None = None) -> str:
             current = it.session
             h = heads.get(current)
             if h is not None:
-                lines.append(f"# session {current}: {h.get('command', '')} {h.get('input', '')} "
-                             f"({h.get('started', '')})".replace("  ", " "))
+                what = " ".join(str(h[k]) for k in ("command", "input") if h.get(k))
+                lines.append(f"# session {current}: {what} ({h.get('started', '')})")
         line = f"[{clock(it.t_start, '.')}] {WHO[it.kind]}: {it.text}"
         if it.translation:
             line += f"\n    → {it.translation}"

@@ -166,7 +166,7 @@ class Runtime:
         t = self.cfg.tts
         if t.engine == "codec":
             def build_codec():
-                from tts.codec_lm import CodecTTS
+                from .pcg import CodecTTS
 
                 return CodecTTS(method=t.codec_method, theta=t.theta, lookahead=t.lookahead,
                                 temperature=t.temperature, cache_dir=self.cfg.cache_dir())
