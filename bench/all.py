@@ -1,0 +1,288 @@
+"""Every benchmark behind a README figure, one after another: ``specvoice bench all [--out DIR]``.
+
+Each job writes one JSON under ``--out`` (default: bench/results/), the file the README cites for its figures.
+A job is one ``specvoice`` command line with the inputs and settings of the run the README reports (pinned here
+rather than left to each benchmark's defaults, so a changed default does not silently change a published figure).
+``specvoice assist`` jobs run on the embedded question and keep the command's own ``assist-report.json`` under
+the job's file name.
+
+Jobs run one at a time, each in its own Python process (memory and threads do not carry over from one benchmark
+to the next), with the repository root as working directory. A job writes into a scratch folder; its file moves
+into ``--out`` only when the command exits 0, so a failed or interrupted run never replaces a committed result
+(the scratch folder is kept and named for inspection). A failing job is reported and the next one runs; the exit
+status is 1 when any job failed, 130 when interrupted. At the end a table lists job, seconds, status and output.
+
+Options: ``--list`` (the jobs, their commands and estimated durations; runs nothing), ``--only NAME ...``,
+``--skip-slow`` (leave out jobs estimated over 10 minutes on a 2-core CPU), ``--dry-run`` (print what would run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DEFAULT_OUT = HERE / "results"
+SLOW_S = 600  # a job estimated above this many seconds (2-core CPU) is "slow"
+
+OUT = "{out}"  # placeholder in a job's argv: the JSON file the command writes
+SCRATCH = "{scratch}"  # placeholder: a folder for commands that name their own report file
+
+ENTRY = ["-m", "app.cli"]  # the ``specvoice`` entry point, run as ``python -m app.cli``
+
+ASR_METHODS = ("ar,ar_ct2,ssd_acc,ssd_rtfx,ssd_acc_rejoin,ssd_rtfx_rejoin,"
+               "sd8,sd16,sd8x2,adaptive,recycling,tree,ctc_draft")
+MTBENCH_PARTIALS = "bench/data/mtbench_asr_partials.json"
+VOICE_PARTIALS = "bench/data/voice_asr_partials.json"
+STREAM = "bench/data/stream_speech"
+# the README's PredGen table: 8 tokens per update, 48 answer tokens per turn, top-3, speculation on every core (0)
+PREDGEN_TABLE = ["--budget", "8", "--max-tokens", "48", "--top-k", "3", "--speculation-threads", "0"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One benchmark run and the file it produces.
+
+    Attributes:
+        name: the job's name (``--only``).
+        output: file name under ``--out``.
+        argv: the ``specvoice`` command line, with :data:`OUT` for the output file and :data:`SCRATCH` for a
+            scratch folder.
+        estimate_s: expected wall time on a 2-core CPU, seconds (from the committed JSON's own timings where it
+            records them).
+        report: for a command that names its own file (``assist`` writes ``OUT/assist-report.json``): that file's
+            name inside :data:`SCRATCH`, kept as ``output``. None: the command writes :data:`OUT` itself.
+        about: what the job measures (printed by ``--list``).
+    """
+
+    name: str
+    output: str
+    argv: tuple[str, ...]
+    estimate_s: int
+    report: str | None = None
+    about: str = ""
+
+    @property
+    def slow(self) -> bool:
+        """True when the job is expected to take more than 10 minutes on a 2-core CPU."""
+        return self.estimate_s > SLOW_S
+
+    @property
+    def bench(self) -> str | None:
+        """The benchmark name (``specvoice bench NAME``), or None for another command."""
+        return self.argv[1] if self.argv[0] == "bench" else None
+
+    def args(self, output: Path | str, scratch: Path | str) -> list[str]:
+        """The command line with the placeholders filled in."""
+        return [a.replace(OUT, str(output)).replace(SCRATCH, str(scratch)) for a in self.argv]
+
+    def command(self, out_dir: Path | str, scratch: Path | str = "SCRATCH") -> str:
+        """The command as a user would type it, writing into ``out_dir``."""
+        target = Path(out_dir) / self.output
+        line = "specvoice " + shlex.join(self.args(target, scratch))
+        if self.report:
+            line += f"  && cp {shlex.quote(str(Path(scratch) / self.report))} {shlex.quote(str(target))}"
+        return line
+
+
+def _bench(name: str, *args: str) -> tuple[str, ...]:
+    return ("bench", name, *args, "--out", OUT)
+
+
+def _assist(method: str) -> tuple[str, ...]:
+    return ("assist", "--no-play", "--set", f"llm.answer_method={method}", "--out", SCRATCH)
+
+
+JOBS: tuple[Job, ...] = (
+    # -- the latency report (README "The latency report") --------------------------------------------------------
+    Job("assist-predgen", "assist_predgen.json", _assist("predgen"), 60, report="assist-report.json",
+        about="specvoice assist on the embedded question, real-time pace, PredGen answer"),
+    Job("assist-cascade", "assist_cascade.json", _assist("cascade"), 60, report="assist-report.json",
+        about="specvoice assist on the embedded question, real-time pace, cascade answer"),
+    # -- PredGen ---------------------------------------------------------------------------------------------------
+    Job("predgen-mtbench", "predgen_mtbench_qwen1.5b.json",
+        _bench("predgen", "--prompts", "mtbench", "--n", "10",
+               "--methods", "cascade_prefill", "greedy", "top_k", "reflection", *PREDGEN_TABLE), 1000,
+        about="MT-Bench first turns revealed at 600 chars/min"),
+    Job("predgen-asr-partials", "predgen_asr_partials_qwen1.5b.json",
+        _bench("predgen", "--stream", MTBENCH_PARTIALS, "--n", "10",
+               "--methods", "cascade_prefill", "greedy", "top_k", "reflection", *PREDGEN_TABLE), 750,
+        about="MT-Bench spoken → real streaming-ASR partials"),
+    Job("predgen-gsm8k", "predgen_gsm8k_qwen1.5b.json",
+        _bench("predgen", "--prompts", "gsm8k", "--n", "5",
+               "--methods", "cascade_prefill", "greedy", "top_k", *PREDGEN_TABLE), 380,
+        about="GSM8K questions revealed at 600 chars/min"),
+    Job("predgen-voice-asr-partials", "predgen_voice_asr_partials.json",
+        _bench("predgen", "--stream", VOICE_PARTIALS, "--n", "12"), 900,
+        about="the voice benchmark's spoken questions → streaming-ASR partials (benchmark defaults)"),
+    # -- SSBD ------------------------------------------------------------------------------------------------------
+    Job("ssbd-multi30k", "ssbd_multi30k_qwen1.5b.json",
+        _bench("ssbd", "--n", "15", "--betas", "0.0", "0.1", "0.2", "0.3", "0.4", "--ks", "3", "5",
+               "--max-tokens", "96"), 1200,
+        about="Multi30k test 2016 en→de streamed lag-3: AR vs SSBD β sweep, mask-k, display-only mask-k"),
+    Job("ssbd-asr-partials", "ssbd_asr_partials_qwen1.5b.json",
+        _bench("ssbd", "--stream", MTBENCH_PARTIALS, "--n", "10", "--betas", "0.0", "0.2", "--ks", "3",
+               "--max-tokens", "96"), 1070,
+        about="SSBD on real streaming-ASR partials (no references)"),
+    # -- streaming ASR ---------------------------------------------------------------------------------------------
+    Job("asr-stream", "asr_stream.json",
+        _bench("asr-stream", "--methods", "ar,ar_w6,ssd,ssd_lossless,ar_padded,ssd_padded"), 2100,
+        about="every method in real time through the transcribe path, the whole corpus (329 s)"),
+    Job("asr-stream-final-full", "asr_stream_final_full.json",
+        _bench("asr-stream", f"{STREAM}/dialogue_2.flac", f"{STREAM}/dialogue_1.flac", "tests/data/jfk.flac",
+               "--methods", "ar,ar_la2_final", "--set", "asr.encoder_min_s=6", "--set", "asr.final_full=true"), 280,
+        about="asr.final_full on (ar) vs off (ar_la2_final), ≥ 6 s windows, two dialogues + jfk"),
+    Job("asr-stream-fast-specasr", "asr_stream_fast_specasr.json",
+        _bench("asr-stream", "--fast", "--methods", "ar,ssd,specasr,ar_padded,ssd_padded",
+               "--set", "asr.encoder_min_s=6"), 1180,
+        about="as fast as possible, SpecASR included, ≥ 6 s windows"),
+    # -- ASR decoding ----------------------------------------------------------------------------------------------
+    Job("asr", "asr.json", _bench("asr", "--methods", ASR_METHODS), 1320,
+        about="every decoding method on the same encoder output, 41 held-out inputs"),
+    Job("asr-streaming", "asr_streaming.json", _bench("asr", "--streaming", "10"), 340,
+        about="re-decode every 1 s of a growing buffer: faster-whisper AR vs SSD-CT2 vs SSD-CT2 without a draft"),
+    # -- codec TTS -------------------------------------------------------------------------------------------------
+    Job("tts", "tts.json",
+        _bench("tts", "--n", "100", "--methods", "ar,sd,ssd,pcg0.38,pcg0.42,pcg0.45", "--lookahead", "3",
+               "--seed", "0"), 1050,
+        about="codec TTS sampling: target-only vs SD vs SSD bias vs PCG θ sweep, Whisper CER"),
+    # -- voice to voice --------------------------------------------------------------------------------------------
+    Job("voice", "voice.json", _bench("voice"), 1000,
+        about="spoken questions in real time through VAD → streaming ASR → answer → TTS, per answer method"),
+)
+
+
+def job_names(jobs=None) -> list[str]:
+    return [j.name for j in (JOBS if jobs is None else jobs)]
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
+
+
+def _show(p: Path) -> str:
+    """``p`` relative to the working directory when it lies below it."""
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)
+
+
+def _print_jobs(jobs, out_dir: Path, header: str) -> None:
+    print(header)
+    for j in jobs:
+        flag = ", slow" if j.slow else ""
+        print(f"\n{j.name}  → {_show(out_dir / j.output)}  (~{_fmt_s(j.estimate_s)}{flag})")
+        if j.about:
+            print(f"    {j.about}")
+        print(f"    {j.command(_show(out_dir))}")
+    total = sum(j.estimate_s for j in jobs)
+    print(f"\n{len(jobs)} job(s), ~{_fmt_s(total)} in all on a 2-core CPU")
+
+
+def run_job(job: Job, out_dir: Path) -> tuple[str, Path | None]:
+    """Run one job in its own process; on success its file moves into ``out_dir``. Returns (status: "ok",
+    "failed (...)" or "interrupted"; the scratch folder kept for inspection, or None)."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"specvoice-bench-{job.name}-"))
+    produced = scratch / (job.report or job.output)
+    cmd = [sys.executable, *ENTRY, *job.args(scratch / job.output, scratch)]
+    print(f"$ specvoice {shlex.join(cmd[1 + len(ENTRY):])}", flush=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    try:
+        rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    except KeyboardInterrupt:
+        return "interrupted", scratch
+    if rc != 0:
+        return f"failed (exit {rc})", scratch
+    if not produced.is_file():
+        return f"failed (no {produced.name})", scratch
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(produced), str(out_dir / job.output))
+    shutil.rmtree(scratch, ignore_errors=True)
+    return "ok", None
+
+
+def _table(rows: list[tuple[str, str, str, str]]) -> None:
+    head = ("job", "seconds", "status", "output")
+    w = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    for r in [head, tuple("-" * n for n in w), *rows]:
+        print("  ".join(c.ljust(w[i]) if i != 1 else c.rjust(w[i]) for i, c in enumerate(r)).rstrip())
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="specvoice bench all",
+        description="Every benchmark behind a README figure, one after another, each in its own process; "
+                    "results replace the files under --out only when their job succeeds.")
+    p.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
+                   help="folder for the result JSONs (default: bench/results/)")
+    p.add_argument("--list", action="store_true", help="print the jobs and the command each runs; run nothing")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="run only these jobs (names as --list prints them)")
+    p.add_argument("--skip-slow", action="store_true", help=f"leave out jobs estimated over {SLOW_S // 60} minutes")
+    p.add_argument("--dry-run", action="store_true", help="print what would run, in order; run nothing")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark jobs (``argv`` as for ``specvoice bench all``). Returns 0 when every job that ran
+    succeeded, 1 when any failed, 130 when interrupted."""
+    ap = _parser()
+    a = ap.parse_args(argv)
+    out_dir = Path(a.out).expanduser().resolve()
+    jobs = list(JOBS)
+    if a.only:
+        unknown = [n for n in a.only if n not in job_names(jobs)]
+        if unknown:
+            ap.error(f"unknown job(s) {', '.join(unknown)}; choose from: {', '.join(job_names(jobs))}")
+        jobs = [j for j in jobs if j.name in a.only]
+    if a.list:
+        _print_jobs(jobs, out_dir, f"benchmark jobs (outputs under {_show(out_dir)}):")
+        return 0
+    skipped = [j for j in jobs if a.skip_slow and j.slow]
+    todo = [j for j in jobs if j not in skipped]
+    if a.dry_run:
+        _print_jobs(todo, out_dir, f"dry run: would run, in this order (outputs under {_show(out_dir)}):")
+        if skipped:
+            print("skipped (slow): " + ", ".join(j.name for j in skipped))
+        return 0
+
+    rows: dict[str, tuple[str, str, str, str]] = {
+        j.name: (j.name, "-", "skipped (slow)", "-") for j in skipped}
+    failed = interrupted = False
+    for i, job in enumerate(todo, 1):
+        print(f"\n=== [{i}/{len(todo)}] {job.name} → {_show(out_dir / job.output)} (~{_fmt_s(job.estimate_s)})",
+              flush=True)
+        t0 = time.monotonic()
+        try:
+            status, kept = run_job(job, out_dir)
+        except OSError as e:  # the process could not start, or the result could not be moved into place
+            status, kept = f"failed ({e})", None
+        secs = f"{time.monotonic() - t0:.0f}"
+        interrupted = status == "interrupted"
+        if status != "ok":
+            failed = True
+            print(f"bench all: {job.name} {status}" + (f"; its scratch folder is kept: {kept}" if kept else ""),
+                  file=sys.stderr, flush=True)
+        rows[job.name] = (job.name, secs, status, _show(out_dir / job.output) if status == "ok" else "-")
+        if interrupted:
+            break
+    for j in todo:
+        rows.setdefault(j.name, (j.name, "-", "not run", "-"))
+    print()
+    _table([rows[j.name] for j in jobs])
+    if interrupted:
+        return 130
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
