@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     from audio.io import resample
     from engine.config import load_config
     from engine.models import resolve
-    from tts.codec_lm import CodecTTS
+    from engine.pcg import CodecTTS
 
     cfg = load_config()
     tts = CodecTTS(lookahead=a.lookahead, cache_dir=cfg.cache_dir())
