@@ -217,11 +217,12 @@ class WhisperSSD:
     def __init__(self, model_dir: str | Path, head_dir: str | Path | None = None, device: str | None = None,
                  compute_type: str = "int8", cpu_threads: int = 0, language: str = "en",
                  window: WindowPolicy | None = None):
-        import torch
+        import ctranslate2
         from faster_whisper import WhisperModel
         from faster_whisper.tokenizer import Tokenizer
 
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        # CTranslate2 runs the encoder (and the live decoder): ask it, so the default AR path never imports torch
+        device = device or ("cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu")
         if device == "cuda" and compute_type == "int8":
             compute_type = "float16"
         self.device = device
@@ -521,14 +522,14 @@ class SSDCT2Backend:
 
     def _decode_window(self, audio: np.ndarray, prompt: str, n_frames: int, speculate: bool) -> "_WindowDecode":
         """One encoder window and one decode (SSD Eq. 3/5/6, or greedy AR when ``speculate`` is False)."""
-        import torch
-
         n = len(audio)
         t0 = time.perf_counter()
         sv = self.m.fw.encode(log_mel(self.m.fw.feature_extractor, audio, n_frames))
         t_enc = time.perf_counter() - t0
         t1 = time.perf_counter()
         if speculate:
+            import torch  # the CTC head is a torch module; plain AR stays on CTranslate2 alone
+
             enc = torch.as_tensor(np.asarray(sv)) if self.m.device == "cpu" else torch.as_tensor(sv, device="cuda")
             d = self.m.head.draft(enc.float(), int(np.ceil(n / 320)))
         else:
