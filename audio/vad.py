@@ -3,12 +3,19 @@
 The ONNX session is faster-whisper's ``SileroVADModel``; the model consumes 512-sample chunks (32 ms) with 64
 samples of left context and an LSTM state (h, c) carried from chunk to chunk. The end-pointing state machine is
 Silero's ``VADIterator``: speech starts when p ≥ threshold, ends after ``min_silence_s`` with p < threshold − 0.15.
+
+End of turn (optional ``turn_hook``, e.g. :class:`audio.turn.TurnDetector` — Smart Turn v3.2): at the "pause" event
+(a short silence) the hook scores the utterance so far; when its "complete" probability is ≥ ``turn_threshold`` the
+utterance ends right there, otherwise it ends after ``min_silence_s`` (then set long, e.g. 2–3 s) unless speech
+resumes. Without a hook the behaviour is unchanged.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -20,10 +27,13 @@ CONTEXT = 64
 class VadEvent:
     """A speech boundary. ``kind`` is "start", "pause" (silence began inside speech and has lasted the pad: the
     utterance ends at ``t`` unless speech resumes within ``min_silence_s``) or "end"; ``t`` is the audio time in
-    seconds (start includes the pre-roll pad; pause and end are the last speech sample plus the pad)."""
+    seconds (start includes the pre-roll pad; pause and end are the last speech sample plus the pad). With a
+    ``turn_hook``, a "turn" event (same ``t`` as its pause, ``p`` = complete probability) follows each pause; an
+    "end" at the same time follows it when the turn is judged complete."""
 
     kind: str
     t: float
+    p: float | None = None  # "turn" events only: the end-of-turn model's probability that the turn is complete
 
 
 class StreamingVAD:
@@ -35,11 +45,18 @@ class StreamingVAD:
         min_silence_s: silence that ends an utterance, seconds.
         min_speech_s: shorter speech bursts are dropped (no start event is emitted for them), seconds.
         speech_pad_s: padding added before the start and after the end, seconds.
+        pause_s: silence after which a "pause" event is raised, seconds (default: ``speech_pad_s``).
+        turn_hook: ``f(audio) -> probability`` that the turn is complete, called at each pause with the float32
+            16 kHz audio of the utterance (from its start, pad included, to now; at most ``turn_context_s``);
+            None = no end-of-turn model.
+        turn_threshold: a pause ends the utterance when the hook's probability is ≥ this.
+        turn_context_s: audio handed to the hook, at most, seconds (Smart Turn reads 8 s).
     """
 
     def __init__(self, model_path: str | Path, threshold: float = 0.5, min_silence_s: float = 0.6,
                  min_speech_s: float = 0.25, speech_pad_s: float = 0.2, sample_rate: int = 16000,
-                 pause_s: float | None = None):
+                 pause_s: float | None = None, turn_hook: Callable[[np.ndarray], float] | None = None,
+                 turn_threshold: float = 0.5, turn_context_s: float = 8.0):
         from faster_whisper.vad import SileroVADModel
 
         if sample_rate != 16000:
@@ -53,6 +70,9 @@ class StreamingVAD:
         # the audio up to the would-be end is available) — consumers can prepare the final transcript early
         self.pause = int((speech_pad_s if pause_s is None else pause_s) * sample_rate)
         self.sr = sample_rate
+        self.turn_hook = turn_hook
+        self.turn_threshold = turn_threshold
+        self.turn_context = int(turn_context_s * sample_rate)
         self.reset()
 
     def reset(self) -> None:
@@ -66,6 +86,9 @@ class StreamingVAD:
         self.silence_start: int | None = None
         self.pause_sent = False
         self.last_prob = 0.0
+        self.history: deque[np.ndarray] = deque()  # recent chunks, kept only with a turn hook
+        self.utt_start = 0  # first sample of the current utterance (pad included)
+        self.last_turn: VadEvent | None = None  # the latest "turn" decision
 
     def probs(self, chunks: np.ndarray) -> np.ndarray:
         """Speech probability per 512-sample chunk; ``chunks`` (n, 512) consecutive; state is carried."""
@@ -84,7 +107,12 @@ class StreamingVAD:
         chunks = self.pending[: n_chunks * CHUNK].reshape(n_chunks, CHUNK)
         self.pending = self.pending[n_chunks * CHUNK :]
         events: list[VadEvent] = []
-        for p in self.probs(chunks):
+        if self.turn_hook is not None:
+            self.history.extend(chunks)
+            keep = (self.turn_context + self.pad) // CHUNK + 1
+            while len(self.history) > keep:
+                self.history.popleft()
+        for i, p in enumerate(self.probs(chunks)):
             pos = self.n
             self.n += CHUNK
             self.last_prob = float(p)
@@ -95,7 +123,8 @@ class StreamingVAD:
                         self.candidate_start = pos
                     if self.n - self.candidate_start >= self.min_speech:
                         self.in_speech = True
-                        events.append(VadEvent("start", max(0, self.candidate_start - self.pad) / self.sr))
+                        self.utt_start = max(0, self.candidate_start - self.pad)
+                        events.append(VadEvent("start", self.utt_start / self.sr))
             elif p < self.threshold - 0.15:
                 if not self.in_speech:
                     self.candidate_start = None
@@ -107,12 +136,35 @@ class StreamingVAD:
                             and self.n - self.silence_start < self.min_silence:
                         self.pause_sent = True
                         events.append(VadEvent("pause", (self.silence_start + self.pad) / self.sr))
+                        if self.turn_hook is not None and self._turn_complete(n_chunks - 1 - i, events):
+                            continue
                     if self.n - self.silence_start >= self.min_silence:
                         events.append(VadEvent("end", (self.silence_start + self.pad) / self.sr))
                         self.in_speech = False
                         self.candidate_start = None
                         self.silence_start = None
         return events
+
+    def _turn_complete(self, later: int, events: list[VadEvent]) -> bool:
+        """Ask the hook about the utterance up to the current chunk (``later`` chunks of the history come after
+        it); append the "turn" event and, when complete, the "end" event and close the utterance."""
+        chunks = list(self.history)
+        if later:
+            chunks = chunks[:-later]
+        audio = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+        n_utt = max(0, self.n - self.utt_start)
+        audio = audio[-min(n_utt, self.turn_context):] if n_utt else audio[:0]
+        p = float(self.turn_hook(audio))
+        t = (self.silence_start + self.pad) / self.sr
+        self.last_turn = VadEvent("turn", t, p)
+        events.append(self.last_turn)
+        if p < self.turn_threshold:
+            return False
+        events.append(VadEvent("end", t))
+        self.in_speech = False
+        self.candidate_start = None
+        self.silence_start = None
+        return True
 
     def flush(self) -> list[VadEvent]:
         """End of stream: close an open utterance at the current time."""
