@@ -1,0 +1,121 @@
+"""Full duplex on real models: WebRTC echo cancellation (livekit APM) on a simulated loudspeaker echo, and the Smart
+Turn v3.2 end-of-turn model on synthesised speech (Piper), alone and as the VAD's end-of-turn hook."""
+
+import numpy as np
+import pytest
+
+from audio.aec import EchoCanceller, apm_available, erle_db
+from audio.io import resample
+from audio.vad import StreamingVAD
+
+SR = 16000
+
+
+def echo_path(far: np.ndarray, delay_ms: float, gain: float, seed: int = 0) -> np.ndarray:
+    """Loudspeaker → microphone: delay, a synthetic room (exponentially decaying noise, RT60 0.3 s), gain, and a
+    little microphone noise (−60 dBFS)."""
+    rng = np.random.default_rng(seed)
+    n = int(0.3 * SR)
+    h = rng.standard_normal(n) * np.exp(-6.9 * np.arange(n) / n)
+    h[:80] = 0.0
+    h *= 0.5 / np.sqrt((h ** 2).sum())
+    h[0] = 1.0
+    y = np.convolve(far, h)[: len(far)] * gain
+    d = int(delay_ms * SR / 1000)
+    y = np.concatenate([np.zeros(d), y])[: len(far)]
+    return (y + rng.standard_normal(len(y)) * 1e-3).astype(np.float32)
+
+
+def speech_chunks(runtime, x: np.ndarray) -> int:
+    """Number of 32 ms chunks the Silero VAD scores as speech (p ≥ 0.5)."""
+    vad = StreamingVAD(runtime.model("vad").path)
+    n = len(x) // 512 * 512
+    return int((vad.probs(x[:n].reshape(-1, 512)) >= 0.5).sum())
+
+
+@pytest.fixture(scope="module")
+def piper(runtime):
+    tts = runtime.tts()
+
+    def say(text: str) -> np.ndarray:
+        from bench.make_speech import trim
+
+        return trim(resample(tts.synthesize(text), tts.sample_rate, SR))
+
+    return say
+
+
+@pytest.mark.skipif(not apm_available()[0], reason="livekit not installed")
+def test_echo_only_mic_is_cancelled_and_the_vad_fires_less(runtime, jfk_audio):
+    far = np.concatenate([jfk_audio, jfk_audio]).astype(np.float32)  # 22 s of the assistant "speaking"
+    near = echo_path(far, delay_ms=80, gain=0.6)
+    aec = EchoCanceller(delay_ms=80)
+    out = aec.process_duplex(far, near)
+    settled = 5 * SR  # after convergence
+    erle = erle_db(near[settled:], out[settled:])
+    assert erle >= 10.0, f"ERLE {erle:.1f} dB"
+    raw_speech, clean_speech = speech_chunks(runtime, near[settled:]), speech_chunks(runtime, out[settled:])
+    assert raw_speech > 100 and clean_speech < raw_speech / 3, (raw_speech, clean_speech)
+
+
+@pytest.mark.skipif(not apm_available()[0], reason="livekit not installed")
+def test_streaming_far_and_near_through_the_player_sink(jfk_audio):
+    """The playback path: far end at the player's rate (22.05 kHz) in 1024-sample blocks with a latency, the
+    microphone in 1600-sample blocks; the cleaned stream comes back in whole 10 ms frames, echo removed."""
+    far16 = jfk_audio.astype(np.float32)
+    far22 = resample(far16, SR, 22050)
+    near = echo_path(far16, delay_ms=40, gain=0.5, seed=1)
+    aec = EchoCanceller(delay_ms=0)
+    aec.input_latency_ms = 10.0
+    out = []
+    fi = 0
+    for i in range(0, len(near), 1600):
+        t_end = (i + 1600) / SR
+        while fi < len(far22) and fi / 22050 < t_end:
+            aec.on_played(far22[fi:fi + 1024], 22050, 0.03)
+            fi += 1024
+        out.append(aec.process_near(near[i:i + 1600]))
+    out = np.concatenate(out)
+    assert len(out) % 160 == 0 and len(near) - len(out) < 160
+    assert aec.delay_ms == 40
+    assert erle_db(near[4 * SR:len(out)], out[4 * SR:]) >= 10.0
+
+
+def test_a_complete_sentence_scores_higher_than_the_same_sentence_cut(piper):
+    from audio.turn import TurnDetector
+
+    td = TurnDetector()
+    tail = np.zeros(int(0.2 * SR), np.float32)
+    for full, cut in [("What is the weather going to be like in Paris tomorrow?", "What is the weather going to be "
+                       "like in, um,"),
+                      ("I would like to book a table for two people tonight.", "I would like to book a table for, "
+                       "um,")]:
+        x_full, x_cut = np.concatenate([piper(full), tail]), np.concatenate([piper(cut), tail])
+        p_full, p_cut = td.complete_probability(x_full), td.complete_probability(x_cut)
+        assert 0.0 <= p_cut < p_full <= 1.0, (full, p_full, p_cut)
+        assert td.is_complete(x_full) and not td.is_complete(x_cut), (full, p_full, p_cut)
+
+
+def test_vad_turn_hook_holds_a_mid_sentence_pause(runtime, piper):
+    """A 1 s pause after "…like in, um," ends the utterance for the plain VAD (0.6 s silence); with Smart Turn
+    as the hook (and a 2 s hard limit) it does not, and the turn still ends after the question."""
+    from audio.turn import TurnDetector
+
+    a, b = piper("What is the weather going to be like in, um,"), piper("Paris tomorrow?")
+    x = np.concatenate([np.zeros(8000, np.float32), a, np.zeros(SR, np.float32), b, np.zeros(3 * SR, np.float32)])
+
+    def run(vad):
+        ev = []
+        for i in range(0, len(x), 1600):
+            ev += vad(x[i:i + 1600])
+        return ev + vad.flush()
+
+    plain = run(StreamingVAD(runtime.model("vad").path))
+    assert [e.kind for e in plain].count("end") == 2
+    smart = run(StreamingVAD(runtime.model("vad").path, min_silence_s=2.0, turn_hook=TurnDetector()))
+    ends = [e for e in smart if e.kind == "end"]
+    turns = [e for e in smart if e.kind == "turn"]
+    assert len(ends) == 1 and ends[0].t > (8000 + len(a) + SR + len(b)) / SR - 0.1
+    assert turns and turns[0].p < 0.5 and turns[0].t < ends[0].t
+    # without a hook the VAD's events carry no turn decisions (unchanged behaviour)
+    assert all(e.p is None for e in plain) and not any(e.kind == "turn" for e in plain)
