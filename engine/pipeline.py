@@ -31,6 +31,7 @@ from typing import Callable
 from audio.sources import AudioBlock, AudioSource
 from audio.vad import StreamingVAD
 
+from .cpu import ASR
 from .events import (CommittedWords, Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted)
 from .streaming_asr import ASRBackend, OnlineASRProcessor, join_words
 
@@ -387,7 +388,8 @@ class StreamingTranscriber:
 
     def _update(self, proc: OnlineASRProcessor, rec: UtteranceRecord, until: float | None = None) -> None:
         try:
-            new, tentative = proc.process_iter(until)
+            with ASR.decoding():  # speculation waits for it (engine.cpu)
+                new, tentative = proc.process_iter(until)
         except Exception as e:
             self.emit(Error("asr", f"transcription update failed: {type(e).__name__}: {e}"))
             return
@@ -408,7 +410,8 @@ class StreamingTranscriber:
     def _finish(self, proc: OnlineASRProcessor, rec: UtteranceRecord, speech_end: float | None = None) -> None:
         n_before = len(proc.updates)
         try:
-            proc.finish(speech_end)
+            with ASR.decoding():
+                proc.finish(speech_end)
         except Exception as e:
             self.emit(Error("asr", f"final transcription failed: {type(e).__name__}: {e}"))
         for u in proc.updates[n_before:]:

@@ -126,11 +126,13 @@ class PredGen:
         judge_lm: a second context on the same weights for the reflection judge (keeps the main KV cache);
             None = the main LM (its cache is then refilled after judging).
         history: earlier turns [{"role","content"}] (multi-turn).
+        speculation_threads: LLM threads for updates while the user speaks (0 = all); the final step uses all.
+        yield_to_asr: each speculative forward pass waits while a streaming-ASR decode runs (engine.cpu policy).
     """
 
     def __init__(self, lm, tts=None, system_prompt: str = "", verifier: str = "greedy", top_k: int = 3,
                  beta: float = 0.2, tokens_per_update: int = 8, max_tokens: int = 256, judge_lm=None,
-                 history: list[dict] | None = None, speculation_threads: int = 0):
+                 history: list[dict] | None = None, speculation_threads: int = 0, yield_to_asr: bool = True):
         if verifier not in VERIFIERS:
             raise ValueError(f"unknown PredGen verifier {verifier!r}; choose from {', '.join(VERIFIERS)}")
         self.lm = lm
@@ -147,6 +149,7 @@ class PredGen:
         for u, a in zip((history or [])[0::2], (history or [])[1::2]):
             self.chat.add(u["content"], a["content"])
         self.speculation_threads = speculation_threads
+        self.yield_to_asr = yield_to_asr
         self.cand = Candidate()
         self.steps: list[StepInfo] = []
         self._yes_no: tuple[list[int], list[int]] | None = None
@@ -237,7 +240,7 @@ class PredGen:
 
     # -- predictive_generate (§3.3) --------------------------------------------------------------------------------
     def _extend(self, out: list[int], nxt: int | None, budget: int, cancel: threading.Event | None,
-                stop_at_first: bool) -> tuple[list[int], int, bool]:
+                stop_at_first: bool, speculative: bool = False) -> tuple[list[int], int, bool]:
         """AR greedy from the cached P ⊕ out, starting with token ``nxt``. Returns (out, forward passes, ended)."""
         nfe = 0
         n_new = 0
@@ -250,6 +253,8 @@ class PredGen:
                 return out, nfe, False  # its KV is not needed until the next verification re-evaluates it
             if cancel is not None and cancel.is_set():
                 break
+            if speculative:
+                self._yield_to_asr(cancel)
             row = self.session.eval([nxt])[-1]
             nfe += 1
             nxt = int(np.argmax(row))
@@ -261,6 +266,13 @@ class PredGen:
         t0 = time.perf_counter()
         audio = self.tts.synthesize(clean_for_speech(text))
         return audio, time.perf_counter() - t0
+
+    def _yield_to_asr(self, cancel: threading.Event | None) -> None:
+        """Speculation never competes with a streaming-ASR decode (engine.cpu): wait until none is in flight."""
+        if self.yield_to_asr:
+            from .cpu import ASR
+
+            ASR.wait_idle(cancel=cancel)
 
     def _prefill_chunks(self, prompt: list[int], cancel: threading.Event | None) -> int:
         """Pre-fill the uncached part of ``prompt`` (all but its last ``PREFILL_CHUNK`` tokens) in chunks of
@@ -275,6 +287,7 @@ class PredGen:
         n = len(s.tokens) if s.tokens == prompt[: len(s.tokens)] else V.common_prefix(s.tokens, prompt)
         passes = 0
         while len(prompt) - n > 2 * PREFILL_CHUNK and not cancel.is_set():
+            self._yield_to_asr(cancel)
             n += PREFILL_CHUNK
             s.prefill(prompt[:n])
             passes += 1
@@ -293,10 +306,11 @@ class PredGen:
             info = StepInfo(partial, 0, len(c.response), 0, n_pre, time.perf_counter() - t0, 0.0, c.first_text, True)
             self.steps.append(info)
             return info
+        self._yield_to_asr(cancel)
         k, nxt, nfe, _ = self.verify(partial, prompt, c.response, c.first_len, c.first_text)
         nfe += n_pre
         out, nfe2, ended = self._extend(list(c.response[:k]), nxt, self.tokens_per_update, cancel,
-                                        stop_at_first=True)
+                                        stop_at_first=True, speculative=True)
         fs = first_sentence(self.lm.detokenize, out)
         if fs is None and ended and out:  # a complete one-sentence answer (EOS, no trailing space)
             fs = (len(out), self.lm.detokenize(out).strip())

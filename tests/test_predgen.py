@@ -234,3 +234,36 @@ def test_update_gives_the_cpu_back_within_one_prefill_chunk(pg_factory):
     n0 = pg.session.n_eval_tokens
     pg.update(long_partial)  # continues from the cached chunk, nothing before it re-evaluated
     assert pg.session.n_eval_tokens - n0 <= (len(prompt) - passes[0] + 1) + len(before) + 4  # rest, R, new tokens
+
+
+def test_speculation_waits_while_an_asr_decode_runs(pg_factory):
+    """engine.cpu policy: no speculative forward pass starts while a streaming-ASR decode is in flight."""
+    from engine.cpu import ASR
+
+    pg = pg_factory("greedy", tokens_per_update=3)
+    starts = []
+    real_eval = pg.session.eval
+
+    def spy(tokens):
+        starts.append(time.monotonic())
+        return real_eval(tokens)
+
+    pg.session.eval = spy
+    released = {}
+    hold = threading.Event()
+
+    def asr_decode():
+        with ASR.decoding():
+            hold.set()
+            time.sleep(0.6)
+            released["t"] = time.monotonic()
+
+    th = threading.Thread(target=asr_decode)
+    th.start()
+    hold.wait(5)
+    st = pg.update("Name three colours of the", threading.Event())
+    th.join()
+    assert st.nfe >= 1 and starts and min(starts) >= released["t"] - 0.05
+    starts.clear()
+    pg.update("Name three colours of the rainbow")  # no decode in flight: no waiting
+    assert starts
