@@ -1,0 +1,453 @@
+"""Full-duplex benchmark (``specvoice bench duplex``): echo cancellation, barge-in and end of turn on synthesised
+conversations. Reproducible (seeded), no microphone, every time in audio time (not wall time).
+
+Part A — talking over the assistant with the loudspeaker on. Sessions of assistant answers (Piper, the
+``tts_voice`` role, length scale 0.9–1.15, two corpus sentences each) are played through a simulated echo path per
+session: delay 20–150 ms, a synthetic room impulse response (direct path + exponentially decaying noise tail, RT60
+0.15–0.5 s), gain 0.3–1.0, pink microphone noise at −55 dBFS. Some answers are interrupted by the user (espeak-ng
+voices, a different speaker) at a known time 1–3 s into the answer. The microphone is processed in 30 ms blocks, as a
+live loop would: WebRTC APM (``audio.aec.EchoCanceller``, 10 ms frames, far end interleaved, delay hint = true delay
+± 20 ms) and the Silero VAD (``audio.vad.StreamingVAD``, the project defaults) on the raw and on the cleaned
+microphone, plus a barge-in VAD on the cleaned microphone (the same Silero model and threshold, minimum speech
+``--barge-min-speech``, 0.1 s, instead of 0.25 s). A barge-in is a VAD "start" raised while the assistant's audio
+(plus its echo tail, 0.3 s) is audible. When the barge-in VAD detects the user, playback stops 50 ms later (one
+output callback) — the far end and its echo are cut there, as ``Player.stop`` would.
+
+    * false barge-ins: starts during echo-only answers (and before the user's onset in interrupted ones), per answer,
+      raw mic vs cleaned mic; the first answer of each session (APM not yet converged) also reported alone.
+    * true barge-in detection latency: audio time from the user's speech onset to the start event (cleaned mic).
+    * WER of the user's interruption (faster-whisper Whisper base, greedy, Whisper English normalisation), on the
+      user's audio alone, on the raw mic and on the cleaned mic, for the interruption as played (the assistant stops
+      at the barge-in) and with the assistant talking over the whole interruption (a shadow APM that never stops
+      playback). ``--no-wer`` skips it.
+
+Part B — end of turn. User turns (Piper and espeak-ng voices; −55 dBFS pink noise) of three kinds: complete
+sentences without a pause, sentences with a mid-sentence filler pause ("…like in, um, <0.6–1.5 s> Paris
+tomorrow?") and with a plain pause after a comma. A paused turn is one sentence synthesised whole and split at
+its pause (so both parts keep their natural prosody). Compared: VAD only (end after ``min_silence_s``; 0.6 s is
+the project default, 1.0 and 1.6 s for the trade-off) vs VAD + Smart Turn v3.2 (``audio.turn.TurnDetector`` as the
+VAD's ``turn_hook``: asked at a 0.2 s pause, the turn ends if P(complete) ≥ 0.5, else after the hard limit).
+
+    * cut-offs: paused turns whose utterance ended inside the mid-sentence pause.
+    * end-of-turn delay: from the last speech sample of the turn to the audio time the "end" event is raised.
+
+Run: ``python -m bench.duplex_bench [--sessions 10 --answers 9 --turns 60] [--out FILE]`` (defaults: ≥ 60 echo-only
+answers, 30 interruptions, 60 turns). JSON out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SR = 16000
+BLOCK = 480  # 30 ms: three 10 ms APM frames
+SEED = 20251123
+ECHO_TAIL_S = 0.3
+STOP_S = 0.05  # barge-in → playback silent (one output callback)
+DETECTORS = {"raw": "project VAD (defaults) on the raw microphone",
+             "clean": "project VAD (defaults) on the AEC-cleaned microphone",
+             "clean_barge": "barge-in VAD (min speech --barge-min-speech) on the AEC-cleaned microphone; its start "
+                            "stops playback"}
+
+INTERRUPTIONS = [
+    "Wait, stop, that is not what I asked.",
+    "Hold on, can you repeat the last part?",
+    "Sorry, I meant next Tuesday, not today.",
+    "No, I need the cheaper option please.",
+    "Stop, just give me the short answer.",
+    "Actually, make it for four people instead.",
+    "Hang on, what was the second number?",
+    "Okay, thanks, that is enough for now.",
+    "Excuse me, can you say that more slowly?",
+    "No no, I was asking about the train times.",
+    "Wait, how much does that cost in total?",
+    "Sorry to interrupt, but I have to leave soon.",
+]
+# (first part ending at the pause, rest); kind "filler" or "plain"
+PAUSED = [
+    ("What is the weather going to be like in, um,", "Paris tomorrow?", "filler"),
+    ("I would like to book a table for, um,", "two people tonight.", "filler"),
+    ("Can you explain how a rainbow forms, um,", "after the rain?", "filler"),
+    ("Please set a timer for, hmm,", "ten minutes.", "filler"),
+    ("Could you remind me to call, uh,", "my sister on Friday?", "filler"),
+    ("What time does the, um,", "pharmacy close today?", "filler"),
+    ("I need a recipe for, hmm,", "a quick vegetable soup.", "filler"),
+    ("How far is it from here to, uh,", "the central station?", "filler"),
+    ("I need to buy some apples,", "a loaf of bread and some milk.", "plain"),
+    ("When I get home tonight,", "remind me to water the plants.", "plain"),
+    ("If it rains on Saturday,", "what else could we do with the kids?", "plain"),
+    ("Before the meeting starts,", "can you summarise the last report?", "plain"),
+]
+COMPLETE = [
+    "What is the weather going to be like in Paris tomorrow?",
+    "Please set a timer for ten minutes.",
+    "Can you tell me a joke about cats?",
+    "How many hours are there in a week?",
+    "Remind me to call my sister on Friday.",
+    "What time does the pharmacy close today?",
+    "Turn off the lights in the kitchen.",
+    "How do I make a quick vegetable soup?",
+]
+ESPEAK_VOICES = [("en-us", 165, 50), ("en-gb", 155, 40), ("en-us+f3", 170, 60), ("en+m3", 150, 35),
+                 ("en-gb-x-rp", 160, 55), ("en-us+f2", 175, 65)]
+
+
+# ------------------------------------------------------------------------------------------------------- signals
+def pink(n: int, rng: np.random.Generator, dbfs: float) -> np.ndarray:
+    from bench.make_speech import pink_noise
+
+    return (pink_noise(max(n, 2), rng)[:n] * 10 ** (dbfs / 20)).astype(np.float32)
+
+
+def room_ir(rng: np.random.Generator, rt60: float) -> np.ndarray:
+    """Direct path 1.0 + exponentially decaying noise tail (energy 0.5 of the direct path), from 5 ms."""
+    n = int(rt60 * SR)
+    h = rng.standard_normal(n) * np.exp(-6.9 * np.arange(n) / n)
+    h[: int(0.005 * SR)] = 0.0
+    h *= np.sqrt(0.5 / (h ** 2).sum())
+    h[0] = 1.0
+    return h
+
+
+class EchoPath:
+    """Loudspeaker → microphone: ``delay_ms``, room ``ir``, ``gain``."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.delay_ms = float(rng.uniform(20, 150))
+        self.rt60 = float(rng.uniform(0.15, 0.5))
+        self.gain = float(rng.uniform(0.3, 1.0))
+        self.ir = room_ir(rng, self.rt60) * self.gain
+
+    def __call__(self, far: np.ndarray, n_out: int) -> np.ndarray:
+        d = int(self.delay_ms * SR / 1000)
+        size = 1 << (len(far) + len(self.ir)).bit_length()
+        y = np.fft.irfft(np.fft.rfft(far, size) * np.fft.rfft(self.ir, size), size)[: len(far) + len(self.ir)]
+        y = np.concatenate([np.zeros(d), y])
+        out = np.zeros(n_out, np.float32)
+        m = min(n_out, len(y))
+        out[:m] = y[:m]
+        return out
+
+    def describe(self) -> dict:
+        return {"delay_ms": round(self.delay_ms, 1), "rt60_s": round(self.rt60, 3), "gain": round(self.gain, 3)}
+
+
+def speech_span(a: np.ndarray, rel_db: float = -40.0) -> tuple[float, float]:
+    """(first, last) voiced 10 ms frame of ``a`` in seconds (frames above ``rel_db`` of the loudest)."""
+    from bench.make_speech import _frame_rms
+
+    rms = _frame_rms(a)
+    v = np.nonzero(rms > rms.max() * 10 ** (rel_db / 20))[0]
+    return v[0] * 0.01, (v[-1] + 1) * 0.01
+
+
+def split_at_pause(full: np.ndarray, approx: int) -> int:
+    """Sample index in the middle of the longest silent run (< −35 dB of the loudest frame) within ±0.4 s of
+    ``approx``; ``approx`` itself when there is none."""
+    hop = 160
+    n = len(full) // hop
+    rms = np.sqrt(np.mean(full[: n * hop].reshape(n, hop) ** 2, 1))
+    thr = rms.max() * 10 ** (-35 / 20)
+    c = approx // hop
+    best = None
+    i = max(1, c - 40)
+    while i < min(n - 1, c + 40):
+        if rms[i] < thr:
+            j = i
+            while j < n and rms[j] < thr:
+                j += 1
+            if best is None or j - i > best[1] - best[0]:
+                best = (i, j)
+            i = j
+        else:
+            i += 1
+    return approx if best is None else (best[0] + best[1]) // 2 * hop
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    return round(float(np.percentile(np.asarray(xs), q)), 3)
+
+
+# ----------------------------------------------------------------------------------------------------- part A
+def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_every: int, wer: bool,
+           rng: np.random.Generator, prng: random.Random, barge_min_speech_s: float = 0.1) -> dict:
+    from audio.aec import EchoCanceller, apm_available
+    from audio.vad import StreamingVAD
+    from bench.make_speech import corpus_sentences, level, trim
+
+    ok, why = apm_available()
+    if not ok:
+        raise SystemExit(why)
+    mt, gsm = corpus_sentences()
+    pool = mt + gsm
+    episodes: list[dict] = []
+    for s in range(n_sessions):
+        path = EchoPath(rng)
+        hint = path.delay_ms + float(rng.uniform(-20, 20))
+        aec, shadow = EchoCanceller(delay_ms=hint), EchoCanceller(delay_ms=hint)
+        # detectors: the project's VAD (defaults) on the raw and on the cleaned mic, and the barge-in VAD
+        # (shorter minimum speech) on the cleaned mic, which stops playback
+        vads = {"raw": StreamingVAD(vad_path), "clean": StreamingVAD(vad_path),
+                "clean_barge": StreamingVAD(vad_path, min_speech_s=barge_min_speech_s)}
+        t0 = 0.0  # session audio time of the episode start
+        for k in range(n_answers):
+            text = " ".join(prng.sample(pool, 2))
+            far = level(trim(voices.piper(text, length_scale=prng.uniform(0.9, 1.15))), 0.5)
+            interrupt = (k % interrupt_every) == interrupt_every - 1
+            lead, tail = 0.6, 1.5
+            n = int((lead + len(far) / SR + tail) * SR) // BLOCK * BLOCK
+            far_full = np.zeros(n, np.float32)
+            a0 = int(lead * SR)
+            far_full[a0:a0 + len(far)] = far
+            user = np.zeros(n, np.float32)
+            u_on = u_end = None
+            utext = ""
+            if interrupt:
+                utext = prng.choice(INTERRUPTIONS)
+                v, rate, pitch = prng.choice(ESPEAK_VOICES)
+                u = level(trim(voices.espeak_ng(utext, voice=v, rate=rate, pitch=pitch)), prng.uniform(0.25, 0.5))
+                u0 = a0 + int(prng.uniform(1.0, min(3.0, max(1.0, len(far) / SR - 1.0))) * SR)
+                m = min(len(u), n - u0)
+                user[u0:u0 + m] = u[:m]
+                on, off = speech_span(u)
+                u_on, u_end = u0 / SR + on, u0 / SR + off
+            noise = pink(n, rng, -55.0)
+            mic_full = path(far_full, n) + user + noise
+            far_play, mic = far_full.copy(), mic_full.copy()
+            stop_at = None
+            starts: dict[str, list[float]] = {name: [] for name in DETECTORS}
+            cleaned, shadow_out = np.zeros(n, np.float32), np.zeros(n, np.float32)
+            for pos in range(0, n, BLOCK):
+                b = slice(pos, pos + BLOCK)
+                cleaned[b] = aec.process_duplex(far_play[b], mic[b])
+                shadow_out[b] = shadow.process_duplex(far_full[b], mic_full[b])
+                t_emit = (pos + BLOCK) / SR
+                for name, vad in vads.items():
+                    for ev in vad(mic[b] if name == "raw" else cleaned[b]):
+                        if ev.kind == "start":
+                            starts[name].append(t_emit)
+                if interrupt and stop_at is None and u_on is not None and starts["clean_barge"] \
+                        and starts["clean_barge"][-1] >= u_on:
+                    stop_at = t_emit + STOP_S
+                    cut = int(stop_at * SR)
+                    fade = np.linspace(1.0, 0.0, 80, dtype=np.float32)
+                    far_play[cut:cut + 80] *= fade[: len(far_play[cut:cut + 80])]
+                    far_play[cut + 80:] = 0.0
+                    mic = path(far_play, n) + user + noise
+            audible_end = (a0 + len(far)) / SR + path.delay_ms / 1000 + ECHO_TAIL_S
+            if stop_at is not None:
+                audible_end = min(audible_end, stop_at + path.delay_ms / 1000 + ECHO_TAIL_S)
+            ep = {"session": s, "answer": k, "t0": round(t0, 2), "answer_s": round(len(far) / SR, 2),
+                  "interrupt": interrupt, "first_in_session": k == 0}
+            for name in DETECTORS:
+                limit = u_on if interrupt else audible_end
+                ep[f"false_{name}"] = sum(1 for t in starts[name] if lead <= t <= min(limit, audible_end))
+            if interrupt:
+                ep.update(user_text=utext, user_onset_s=round(u_on, 3), stopped_at_s=round(stop_at, 3) if stop_at else None)
+                for name in DETECTORS:
+                    det = [t for t in starts[name] if t >= u_on]
+                    ep[f"latency_{name}_s"] = round(det[0] - u_on, 3) if det and det[0] <= u_end else None
+                if wer:
+                    s0, s1 = max(0, int((u_on - 0.3) * SR)), min(n, int((u_end + 0.4) * SR))
+                    ep["_audio"] = {"alone": (user + noise)[s0:s1], "raw": mic[s0:s1], "clean": cleaned[s0:s1],
+                                    "raw_overlap": mic_full[s0:s1], "clean_overlap": shadow_out[s0:s1]}
+            episodes.append(ep)
+            t0 += n / SR
+    echo_only = [e for e in episodes if not e["interrupt"]]
+    inter = [e for e in episodes if e["interrupt"]]
+    later = [e for e in episodes if not e["first_in_session"]]
+    res = {
+        "answers_echo_only": len(echo_only), "answers_interrupted": len(inter),
+        "false_barge_ins": {
+            name: {"answers_with_false_barge_in": sum(1 for e in episodes if e[f"false_{name}"] > 0),
+                   "total_starts": sum(e[f"false_{name}"] for e in episodes),
+                   "per_answer": round(sum(e[f"false_{name}"] for e in episodes) / max(1, len(episodes)), 3),
+                   "echo_only_answers_with_false_barge_in": sum(1 for e in echo_only if e[f"false_{name}"] > 0),
+                   "after_first_answer_of_session": sum(e[f"false_{name}"] for e in later)}
+            for name in DETECTORS},
+        "true_barge_in": {},
+        "barge_in_min_speech_s": barge_min_speech_s,
+        "detectors": DETECTORS,
+    }
+    for name in DETECTORS:
+        lat = [e[f"latency_{name}_s"] for e in inter if e[f"latency_{name}_s"] is not None]
+        res["true_barge_in"][name] = {"detected": len(lat), "of": len(inter), "latency_p50_s": pct(lat, 50),
+                                      "latency_p90_s": pct(lat, 90), "latency_max_s": pct(lat, 100)}
+    if wer and inter:
+        res["wer_double_talk"] = wer_table(voices, inter)
+    res["episodes"] = [{k: v for k, v in e.items() if not k.startswith("_")} for e in episodes]
+    return res
+
+
+def wer_table(voices, inter: list[dict]) -> dict:
+    import jiwer
+    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+    from engine.streaming_asr import FasterWhisperBackend
+
+    cfg = voices.rt.cfg
+    fw = FasterWhisperBackend(voices.rt.model("asr_target").path, device=cfg.asr.device,
+                              compute_type=cfg.asr.compute_type, cpu_threads=1, beam_size=1)
+    norm = EnglishTextNormalizer({})
+    out = {}
+    for cond in ("alone", "raw", "clean", "raw_overlap", "clean_overlap"):
+        refs, hyps = [], []
+        for e in inter:
+            refs.append(norm(e["user_text"]))
+            hyps.append(norm(fw.transcribe_text(np.clip(e["_audio"][cond], -1, 1).astype(np.float32))))
+            e.setdefault("hyp", {})[cond] = hyps[-1]
+        out[cond] = round(jiwer.wer(refs, hyps), 4)
+    out["note"] = ("alone: the user's audio + noise; raw/clean: the microphone as played (playback stops at the "
+                   "barge-in); *_overlap: the assistant keeps talking through the whole interruption")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------- part B
+def make_turns(voices, n: int, rng: np.random.Generator, prng: random.Random) -> list[dict]:
+    from bench.make_speech import level, trim
+
+    turns = []
+    for i in range(n):
+        use_piper = i % 2 == 0
+        v, rate, pitch = ESPEAK_VOICES[i % len(ESPEAK_VOICES)]
+        ls = prng.uniform(0.9, 1.2)
+
+        def say(t: str) -> np.ndarray:
+            return trim(voices.piper(t, length_scale=ls) if use_piper else voices.espeak_ng(t, v, rate, pitch))
+
+        kind = ("complete", "filler", "plain")[i % 3]
+        if kind == "complete":
+            text = COMPLETE[(i // 3) % len(COMPLETE)]
+            speech = say(text)
+            pause_s, resume = 0.0, None
+            pre = None
+        else:
+            cands = [p for p in PAUSED if p[2] == kind]
+            first, rest, _ = cands[(i // 3) % len(cands)]
+            text = f"{first} {rest}"
+            full = say(text)
+            k = split_at_pause(full, len(say(first)))
+            pause_s = prng.uniform(0.6, 1.5)
+            a, b = full[:k], full[k:]
+            _, a_end = speech_span(a)
+            b_on, _ = speech_span(b)
+            gap = np.zeros(int(pause_s * SR), np.float32)
+            speech = np.concatenate([a, gap, b])
+            pre = a_end
+            resume = (len(a) + len(gap)) / SR + b_on
+            pause_s = resume - a_end  # the silence actually heard
+        speech = level(speech, prng.uniform(0.3, 0.6))
+        lead = 0.5
+        x = np.concatenate([np.zeros(int(lead * SR), np.float32), speech, np.zeros(int(3.5 * SR), np.float32)])
+        x = x + pink(len(x), rng, -55.0)
+        _, s_end = speech_span(speech)
+        turns.append({"text": text, "kind": kind, "voice": "piper" if use_piper else f"espeak:{v}",
+                      "pause_s": round(pause_s, 3), "pause_from_s": None if pre is None else lead + pre,
+                      "resume_s": None if resume is None else lead + resume, "end_s": lead + s_end, "_x": x})
+    return turns
+
+
+def run_turn(vad, t: dict) -> dict:
+    x = t["_x"]
+    ends, turn_ps = [], []
+    for pos in range(0, len(x) - BLOCK + 1, BLOCK):
+        for ev in vad(x[pos:pos + BLOCK]):
+            if ev.kind == "end":
+                ends.append((pos + BLOCK) / SR)
+            elif ev.kind == "turn":
+                turn_ps.append(round(ev.p, 3))
+    cut = t["resume_s"] is not None and any(t["pause_from_s"] <= e < t["resume_s"] for e in ends)
+    final = [e for e in ends if e >= t["end_s"]]
+    return {"cut_off": bool(cut), "early_ends": sum(1 for e in ends if e < t["end_s"]),
+            "delay_s": round(final[0] - t["end_s"], 3) if final else None, "turn_p": turn_ps}
+
+
+def part_b(voices, vad_path: str, n_turns: int, rng, prng, vad_only_silences: list[float], hard_s: float,
+           threshold: float) -> dict:
+    from audio.turn import TurnDetector
+    from audio.vad import StreamingVAD
+
+    turns = make_turns(voices, n_turns, rng, prng)
+    td = TurnDetector(threshold=threshold)
+    configs = {f"vad_only_{s:g}s": dict(min_silence_s=s) for s in vad_only_silences}
+    configs[f"vad_smart_turn_{hard_s:g}s"] = dict(min_silence_s=hard_s, turn_hook=td.complete_probability,
+                                                 turn_threshold=threshold)
+    res: dict = {"turns": len(turns), "paused_turns": sum(1 for t in turns if t["resume_s"] is not None),
+                 "configs": {}}
+    per_turn = [{k: v for k, v in t.items() if not k.startswith("_")} for t in turns]
+    for name, kw in configs.items():
+        rows = [run_turn(StreamingVAD(vad_path, **kw), t) for t in turns]
+        paused = [r for r, t in zip(rows, turns) if t["resume_s"] is not None]
+        delays = [r["delay_s"] for r in rows if r["delay_s"] is not None]
+        summary = {"cut_off_rate": round(sum(r["cut_off"] for r in paused) / max(1, len(paused)), 3),
+                   "cut_offs": sum(r["cut_off"] for r in paused),
+                   "delay_p50_s": pct(delays, 50), "delay_p90_s": pct(delays, 90),
+                   "delay_mean_s": round(statistics.fmean(delays), 3) if delays else None,
+                   "turns_never_ended": sum(1 for r in rows if r["delay_s"] is None)}
+        for kind in ("filler", "plain"):
+            sub = [r for r, t in zip(rows, turns) if t["kind"] == kind]
+            summary[f"cut_off_rate_{kind}"] = round(sum(r["cut_off"] for r in sub) / max(1, len(sub)), 3)
+        res["configs"][name] = summary
+        for pt, r in zip(per_turn, rows):
+            pt[name] = r
+    res["per_turn"] = per_turn
+    return res
+
+
+# ------------------------------------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="specvoice bench duplex", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=10, help="echo paths (one APM each)")
+    ap.add_argument("--answers", type=int, default=9, help="assistant answers per session")
+    ap.add_argument("--interrupt-every", type=int, default=3, help="every N-th answer is interrupted by the user")
+    ap.add_argument("--turns", type=int, default=60, help="user turns for the end-of-turn part")
+    ap.add_argument("--vad-only-silences", default="0.6,1.0,1.6", help="min silence (s) of the VAD-only configs")
+    ap.add_argument("--hard-limit", type=float, default=2.0, help="silence that always ends a turn with Smart Turn, s")
+    ap.add_argument("--turn-threshold", type=float, default=0.5, help="Smart Turn P(complete) threshold")
+    ap.add_argument("--barge-min-speech", type=float, default=0.1,
+                    help="minimum speech of the barge-in VAD on the cleaned mic, s (the project VAD uses 0.25)")
+    ap.add_argument("--no-wer", action="store_true", help="skip the Whisper-base WER of the interruptions")
+    ap.add_argument("--only", choices=["echo", "turn"], help="run one part")
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--out", default=str(HERE / "results" / "duplex.json"))
+    a = ap.parse_args(argv)
+
+    from bench.make_speech import Voices
+
+    t_wall = time.perf_counter()
+    voices = Voices(seed=a.seed)
+    vad_path = str(voices.rt.model("vad").path)
+    out: dict = {"command": "specvoice bench duplex " + " ".join(argv if argv is not None else []),
+                 "seed": a.seed, "time_base": "audio time (s)"}
+    if a.only != "turn":
+        out["echo"] = part_a(voices, vad_path, a.sessions, a.answers, a.interrupt_every, not a.no_wer,
+                             np.random.default_rng(a.seed), random.Random(a.seed), a.barge_min_speech)
+    if a.only != "echo":
+        sil = [float(s) for s in a.vad_only_silences.split(",") if s]
+        out["turn"] = part_b(voices, vad_path, a.turns, np.random.default_rng(a.seed + 1), random.Random(a.seed + 1),
+                             sil, a.hard_limit, a.turn_threshold)
+    out["wall_s"] = round(time.perf_counter() - t_wall, 1)
+    p = Path(a.out)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(out, indent=1))
+    brief = {k: v for k, v in out.items() if k not in ("echo", "turn")}
+    if "echo" in out:
+        brief["echo"] = {k: v for k, v in out["echo"].items() if k != "episodes"}
+    if "turn" in out:
+        brief["turn"] = {k: v for k, v in out["turn"].items() if k != "per_turn"}
+    print(json.dumps(brief, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
