@@ -1,0 +1,392 @@
+"""Live-caption benchmark: English speech played in real time through the ``specvoice caption`` path
+(VAD → streaming ASR → live translator behind the fidelity guard → display-only mask-k), one run per method.
+
+Methods (ssbd_live_translation.txt): ``ar`` — AR re-translation from scratch, every update shown whole;
+``ssbd`` — SSBD (Algorithm 1, β of Eq. 5 from the config), shown whole; ``ssbd_mask`` — SSBD with display-only
+mask-k (``caption.mask_k`` tokens hidden until the source is final). The translator is built by
+:func:`engine.runtime.build_translator` and wrapped by :func:`engine.caption.guarded`, the job policy is
+:class:`engine.caption.CaptionLoop` (every final in order, then only the newest partial).
+
+Per file and method: the displayed captions, the final caption (the finals of the file's utterances joined),
+normalised erasure of what was displayed (Eq. 4 over sacrebleu 13a words, per utterance, then the mean),
+end of speech (``SpeechEnded.wall``) → final caption shown, final transcript → final caption, speech start →
+first caption shown, guard triggers. Summary per method: chrF (sacrebleu, corpus level) of the final captions
+against the human references (Multi30k test 2016 German; files without a reference are left out of chrF),
+mean NE and the ratio to AR's, latency p50/p90, guard triggers, and **answers**: captions that answer
+instead of translating. Rule (:func:`answers_instead`): with a human reference, chrF(caption, reference) < 25 and
+the caption looks like an answer; without one (the questions and commands — no human translation of them exists
+offline), the caption covers fewer than half of the hand-written German content keywords of its source (each a
+set of accepted stems) **and** looks like an answer. "Looks like an answer" = not in the target language, or any
+answer cue of :class:`engine.caption.FidelityGuard` (opener, question mark lost/invented, markdown, extra
+sentences, length ratio). Keywords exist for German only; for French/Spanish the count uses the cues alone.
+
+Inputs (``bench/data/caption``, made by ``--make-data``): 50 spoken questions and commands (30 MT-Bench first
+turns, Zheng et al. 2023, Apache-2.0; 20 voice-assistant requests written here) and 15 Multi30k test-2016
+sentences (Elliott et al. 2016) with their German human references, spoken by the Piper voice at three rates and
+by espeak-ng voices; ``items.json`` holds text, reference, keywords, voice and source of each file. Extra
+WAV/FLAC files can be given; they get no reference.
+
+Run: ``specvoice bench caption [FILES] --to de --out bench/results/caption.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data" / "caption"
+METHODS = {  # name → [caption] overrides
+    "ar": {"method": "ar", "display_only_mask": False},
+    "ssbd": {"method": "ssbd", "mask_k": 0, "display_only_mask": True},
+    "ssbd_mask": {"method": "ssbd", "display_only_mask": True},
+}
+ANSWER_CHRF = 25.0
+
+# id, kind, text, German content keywords (each entry: accepted lowercase stems; a keyword counts if any occurs)
+MT_BENCH_IDS = [159, 152, 108, 157, 158, 107, 104, 144, 103, 114, 156, 150, 160, 141, 85, 81, 155, 153, 91, 88, 102,
+                87, 101, 151, 86, 149, 122, 125, 130, 127]
+KEYWORDS_DE = {
+    "mt159": [["japan"], ["geschäft", "business"], ["etikette", "umgang", "norm", "verhalten", "regeln", "sitten"]],
+    "mt152": [["leben"], ["zeit"], ["sterblich", "tod", "vergänglich"]],
+    "mt108": [["wort"], ["reifen"], ["lenkrad"], ["motor"]],
+    "mt157": [["fünf", "5"], ["prinzip", "grundsätz", "grundsatz"], ["argument"]],
+    "mt158": [["sokrates"], ["method"]],
+    "mt107": [["vater"], ["beziehung", "verhältnis", "verwandt"]],
+    "mt104": [["david"], ["schwester"], ["bruder", "brüder"]],
+    "mt144": [["dogma"], ["molekular"], ["prozess"]],
+    "mt103": [["thomas"], ["gesund"], ["krankenhaus", "klinik", "spital"], ["jeden tag", "täglich"]],
+    "mt114": [["würfel"], ["wahrscheinlich"], ["3", "drei"]],
+    "mt156": [["politiker"], ["fünf", "5"], ["beispiel"]],
+    "mt150": [["alpen"], ["rhein"], ["landwirtschaft", "ackerbau"], ["westeuropa", "westlichen europa"]],
+    "mt160": [["fünf", "5"], ["dokumentar"], ["film"]],
+    "mt141": [["quant"], ["superposition", "überlagerung"], ["verschränk"]],
+    "mt85": [["charakter", "figur", "person"], ["absätz", "absatz", "absätze", "paragraph"]],
+    "mt81": [["hawaii"], ["reise"], ["blog"]],
+    "mt155": [["kunst"], ["kinder"], ["interaktiv"]],
+    "mt153": [["kartell", "wettbewerbs", "antitrust"], ["china"], ["usa", "us", "vereinigten staaten"]],
+    "mt91": [["musk"], ["mars"]],
+    "mt88": [["geschichte", "erzählung"], ["zeit"], ["reise", "reisen"]],
+    "mt102": [["haus"], ["weiße haus", "weißen haus"], ["links"], ["rechts"]],
+    "mt87": [["geschichte", "erzählung"], ["haus"], ["geheimnis"]],
+    "mt101": [["rennen", "wettlauf", "wettrennen", "lauf"], ["zweite"], ["überhol"]],
+    "mt151": [["inflation"], ["arbeitslos"], ["bip", "bruttoinlandsprodukt", "gdp"]],
+    "mt86": [["markt"], ["gerüch", "geruch", "düfte", "duft"], ["geräusch", "klänge", "klang"]],
+    "mt149": [["maschinell", "machine learning", "maschinelles lernen"], ["überwacht"], ["beispiel"]],
+    "mt122": [["c++"], ["fibonacci"], ["rekursion", "rekursiv"]],
+    "mt125": [["funktion"], ["vorfahr", "vorgänger", "ahn"], ["binär", "baum"]],
+    "mt130": [["element"], ["array", "feld"], ["datenstruktur"]],
+    "mt127": [["boyer"], ["funktion"], ["mehrheit"]],
+}
+VOICE_REQUESTS = [  # written for this benchmark: what people say to a voice assistant
+    ("Can you tell me what time it is?", [["zeit", "uhr", "spät"]]),
+    ("Set a timer for ten minutes.", [["timer", "wecker", "zeitschaltuhr", "stoppuhr"], ["zehn", "10"], ["minute"]]),
+    ("What's the weather like in Berlin tomorrow?", [["wetter"], ["berlin"], ["morgen"]]),
+    ("Turn off the lights in the kitchen.", [["licht", "lampe", "beleuchtung"], ["küche"]]),
+    ("Hello, how are you today?", [["hallo"], ["heute"]]),
+    ("Please remind me to call my mother at six.", [["erinner"], ["mutter"], ["sechs", "6"]]),
+    ("Play some relaxing music.", [["musik"], ["entspann", "ruhig"]]),
+    ("How far is the moon from the earth?", [["mond"], ["erde"]]),
+    ("Write a short poem about the ocean.", [["gedicht"], ["ozean", "meer"]]),
+    ("What is the capital of Australia?", [["hauptstadt"], ["australien"]]),
+    ("Translate the word butterfly into Spanish.", [["übersetz"], ["schmetterling", "butterfly"], ["spanisch"]]),
+    ("Who are you?", [["wer"]]),
+    ("Tell me a joke about cats.", [["witz"], ["katze"]]),
+    ("How do I make pancakes?", [["pfannkuchen", "pancake", "eierkuchen", "crêpe"]]),
+    ("Send a message to Anna saying I will be late.", [["nachricht"], ["anna"], ["spät", "verspät"]]),
+    ("Can you help me with my homework?", [["hilf", "helfen"], ["hausaufgabe"]]),
+    ("What should I cook for dinner tonight?", [["koch"], ["abend"]]),
+    ("Open the calendar and show my appointments for Monday.", [["kalender"], ["termin"], ["montag"]]),
+    ("Is it going to rain this afternoon?", [["regn", "regen"], ["nachmittag"]]),
+    ("Summarize the news of the day in three sentences.", [["nachricht", "news"], ["drei", "3"], ["sätze", "satz"]]),
+]
+M30K_LINES = list(range(100, 1000, 60))  # 15 lines of test 2016
+SPEAKERS = [("piper", {"length_scale": 0.9}), ("piper", {"length_scale": 1.0}), ("piper", {"length_scale": 1.15}),
+            ("espeak", {"voice": "en-us", "rate": 165, "pitch": 50}),
+            ("espeak", {"voice": "en-gb", "rate": 155, "pitch": 40})]
+
+
+def _r(x, n: int = 3):
+    return None if x is None else round(float(x), n)
+
+
+def pct(xs, q: float):
+    xs = [x for x in xs if x is not None]
+    return _r(float(np.percentile(xs, q))) if xs else None
+
+
+# ---------------------------------------------------------------------------------------------------------- data
+def make_items() -> list[dict]:
+    """The benchmark items (text, reference, keywords, voice); references only from human translations."""
+    import random
+
+    rng = random.Random(22)
+    items: list[dict] = []
+    qs = {json.loads(x)["question_id"]: json.loads(x) for x in (HERE / "data" / "mt_bench_questions.jsonl").open()}
+    for qid in MT_BENCH_IDS:
+        text = " ".join(qs[qid]["turns"][0].replace("“", '"').replace("”", '"').replace("’", "'").split())
+        items.append({"id": f"mt{qid}", "kind": "question", "text": text, "reference_de": None,
+                      "keywords_de": KEYWORDS_DE[f"mt{qid}"],
+                      "source": "MT-Bench first turn (Zheng et al. 2023, Apache-2.0)"})
+    for i, (text, kw) in enumerate(VOICE_REQUESTS):
+        items.append({"id": f"va{i:02d}", "kind": "question" if text.endswith("?") else "command", "text": text,
+                      "reference_de": None, "keywords_de": kw, "source": "written for this benchmark"})
+    m = HERE / "data" / "text" / "multi30k"
+    en = gzip.open(m / "test_2016_flickr.en.gz", "rt", encoding="utf-8").read().splitlines()
+    de = gzip.open(m / "test_2016_flickr.de.gz", "rt", encoding="utf-8").read().splitlines()
+    for i in M30K_LINES:
+        items.append({"id": f"m30k{i:04d}", "kind": "sentence", "text": en[i], "reference_de": de[i],
+                      "keywords_de": None,
+                      "source": f"Multi30k test 2016 line {i + 1}, German human reference (Elliott et al. 2016)"})
+    for it in items:
+        kind, kw = rng.choice(SPEAKERS)
+        it["voice"] = {"engine": kind, **kw}
+    return items
+
+
+def make_data(out: Path = DATA) -> None:
+    """Synthesise every item to ``out/<id>.flac`` (16 kHz) and write ``out/items.json``."""
+    import soundfile as sf
+
+    from bench.make_speech import Voices
+
+    out.mkdir(parents=True, exist_ok=True)
+    items = make_items()
+    v = Voices()
+    for it in items:
+        kw = {k: x for k, x in it["voice"].items() if k != "engine"}
+        a = v.say(it["text"], (it["voice"]["engine"], kw))
+        a = np.concatenate([np.zeros(4000, np.float32), a.astype(np.float32), np.zeros(4000, np.float32)])
+        sf.write(out / f"{it['id']}.flac", a, 16000, subtype="PCM_16")
+        it["file"] = f"{it['id']}.flac"
+        it["duration_s"] = round(len(a) / 16000, 2)
+    (out / "items.json").write_text(json.dumps(items, indent=1, ensure_ascii=False), encoding="utf-8")
+    print(f"wrote {len(items)} files to {out}")
+
+
+# ------------------------------------------------------------------------------------------------------ metrics
+def keyword_coverage(caption: str, keywords: list[list[str]] | None) -> float | None:
+    """Share of the content keywords (each a set of accepted stems) found in the caption (lowercase substring)."""
+    if not keywords:
+        return None
+    low = caption.lower()
+    return sum(any(s in low for s in alts) for alts in keywords) / len(keywords)
+
+
+def chrf(hyp: str, ref: str) -> float:
+    import sacrebleu
+
+    return sacrebleu.sentence_chrf(hyp, [ref]).score
+
+
+def looks_like_answer(source: str, caption: str, target: str) -> list[str]:
+    """The guard's answer cues and language check on (source, caption); empty = looks like a translation."""
+    from engine.caption import FidelityGuard
+
+    return FidelityGuard(target).verdict(source, caption).reasons
+
+
+def answers_instead(item: dict | None, source: str, caption: str, target: str) -> tuple[bool, dict]:
+    """The "answers instead of translating" rule of the module doc, against the reference where there is one.
+    ``source`` is the spoken text (the item's), not the ASR transcript."""
+    cues = looks_like_answer(source, caption, target)
+    info: dict = {"cues": cues}
+    de = target.lower() in ("de", "german")
+    if item and item.get("reference_de") and de:
+        info["chrf"] = _r(chrf(caption, item["reference_de"]), 2)
+        return bool(cues) and info["chrf"] < ANSWER_CHRF, info
+    if item and item.get("keywords_de") and de:
+        info["keyword_coverage"] = _r(keyword_coverage(caption, item["keywords_de"]), 2)
+        return bool(cues) and info["keyword_coverage"] < 0.5, info
+    return bool(cues), info
+
+
+# -------------------------------------------------------------------------------------------------------- run
+def run_one(rt, cfg, audio: np.ndarray, target: str) -> dict:
+    """Play ``audio`` (float32 16 kHz) in real time through the caption path of ``cfg``."""
+    from audio.sources import ArraySource
+    from engine.caption import CaptionLoop, guarded
+    from engine.events import Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
+    from engine.runtime import build_translator
+    from engine.ssbd import normalized_erasure
+
+    tr = guarded(build_translator(cfg, rt, target))
+    marks: dict[int, dict] = {}
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    def on_caption(utt, update, job_wall) -> None:
+        now = time.monotonic()
+        with lock:
+            m = marks.setdefault(utt, {"shown": []})
+            shown = update.text if update.final else update.stable_text
+            m["shown"].append(shown)
+            if shown.strip():
+                m.setdefault("first_caption", now)
+            if update.final:
+                m["final_caption"] = now
+                m["caption"] = update.text
+
+    loop = CaptionLoop(tr, on_caption)
+
+    def on_event(ev) -> None:
+        with lock:
+            if isinstance(ev, SpeechStarted):
+                marks.setdefault(ev.utterance, {"shown": []})["start"] = ev.wall
+            elif isinstance(ev, SpeechEnded):
+                marks.setdefault(ev.utterance, {"shown": []})["eos"] = ev.wall
+            elif isinstance(ev, FinalTranscript) and ev.text:
+                marks.setdefault(ev.utterance, {"shown": []}).update(final=ev.wall, transcript=ev.text)
+            elif isinstance(ev, Error):
+                errors.append(f"{ev.where}: {ev.message}")
+        loop.on_event(ev)
+
+    st = rt.transcriber(ArraySource(audio, cfg.audio.block_s, realtime=True, trailing_silence_s=1.0), on_event)
+    try:
+        st.run()
+    finally:
+        loop.close(timeout=120)
+    if loop.error:
+        errors.append(f"caption: {loop.error}")
+    utts = [u for u in sorted(marks) if marks[u].get("caption") is not None]
+    rows = []
+    for u in utts:
+        m = marks[u]
+        rows.append({"transcript": m.get("transcript", ""), "caption": m["caption"],
+                     "ne": _r(normalized_erasure(m["shown"]), 4), "updates": len(m["shown"]),
+                     "eos_to_final_caption_s": _r(m["final_caption"] - m["eos"]) if "eos" in m else None,
+                     "final_transcript_to_caption_s": _r(m["final_caption"] - m["final"]) if "final" in m else None,
+                     "eos_to_final_transcript_s": _r(m["final"] - m["eos"]) if "final" in m and "eos" in m else None,
+                     "first_caption_s": _r(m["first_caption"] - m["start"])
+                     if "first_caption" in m and "start" in m else None})
+    gs = tr.guard_stats
+    return {"utterances": rows, "transcript": " ".join(r["transcript"] for r in rows),
+            "caption": " ".join(r["caption"] for r in rows),
+            "guard_triggers": gs.triggered, "guard_replacement_failed": gs.replacement_failed,
+            "guard_events": [dataclasses.asdict(e) for e in gs.events], "errors": errors}
+
+
+def summarise(rows: list[dict], items: dict, target: str) -> dict:
+    import sacrebleu
+
+    ok = [r for r in rows if r["utterances"]]
+    with_ref = [r for r in ok if items.get(r["file"], {}).get("reference_de") and target.lower() in ("de", "german")]
+    u = [x for r in ok for x in r["utterances"]]
+    ans = [r for r in ok if r["answers"]]
+    return {"files": len(rows), "captioned": len(ok),
+            "chrf": _r(sacrebleu.corpus_chrf([r["caption"] for r in with_ref],
+                                             [[items[r["file"]]["reference_de"] for r in with_ref]]).score, 2)
+            if with_ref else None, "chrf_files": len(with_ref),
+            "ne_mean": _r(np.mean([x["ne"] for x in u]), 4) if u else None,
+            "eos_to_final_caption_s_p50": pct([x["eos_to_final_caption_s"] for x in u], 50),
+            "eos_to_final_caption_s_p90": pct([x["eos_to_final_caption_s"] for x in u], 90),
+            "final_transcript_to_caption_s_p50": pct([x["final_transcript_to_caption_s"] for x in u], 50),
+            "final_transcript_to_caption_s_p90": pct([x["final_transcript_to_caption_s"] for x in u], 90),
+            "eos_to_final_transcript_s_p50": pct([x["eos_to_final_transcript_s"] for x in u], 50),
+            "first_caption_s_p50": pct([x["first_caption_s"] for x in u], 50),
+            "first_caption_s_p90": pct([x["first_caption_s"] for x in u], 90),
+            "guard_triggers": sum(r["guard_triggers"] for r in rows),
+            "guard_replacement_failed": sum(r["guard_replacement_failed"] for r in rows),
+            "answers_instead_of_translating": len(ans),
+            "answers_among_questions_commands": sum(items.get(r["file"], {}).get("kind") in ("question", "command")
+                                                    for r in ans),
+            "answer_files": [r["file"] for r in ans]}
+
+
+def expand(inputs: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for s in inputs:
+        p = Path(s)
+        if p.is_dir():
+            out += sorted(q for q in p.iterdir() if q.suffix.lower() in (".wav", ".flac"))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise SystemExit(f"caption bench: no such file or folder: {p}")
+    return out
+
+
+def main(argv=None) -> int:
+    from audio.io import AudioError, load_audio
+    from engine.caption import language_name
+    from engine.config import load_config
+    from engine.runtime import Runtime
+
+    p = argparse.ArgumentParser(prog="specvoice bench caption", description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="*", help="English speech (WAV/FLAC files or folders; default bench/data/caption)")
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    p.add_argument("--to", default=None, help="target language (default: caption.target_language)")
+    p.add_argument("--n", type=int, default=0, help="use the first N files (0 = all)")
+    p.add_argument("--make-data", action="store_true", help="synthesise bench/data/caption and exit")
+    p.add_argument("--config")
+    p.add_argument("--set", action="append", default=[])
+    p.add_argument("--out", default="bench/results/caption.json")
+    args = p.parse_args(argv)
+    if args.make_data:
+        make_data()
+        return 0
+    files = expand(args.files or [str(DATA)])
+    if args.n:
+        files = files[: args.n]
+    if not files:
+        raise SystemExit("caption bench: no input (make it: specvoice bench caption --make-data)")
+    items = {}
+    if (DATA / "items.json").exists():
+        items = {it["file"]: it for it in json.loads((DATA / "items.json").read_text(encoding="utf-8"))}
+    cfg = load_config(args.config, None, args.set)
+    target = args.to or cfg.caption.target_language
+    rt = Runtime(cfg, progress=True)
+    rt.asr_backend(), rt.vad(), rt.llm(cfg.caption.model_role)  # loaded before the clock runs
+    audios = {}
+    for f in files:
+        try:
+            audios[f] = load_audio(f)
+        except AudioError as e:
+            print(f"skipped {f}: {e}", file=sys.stderr)
+    run_one(rt, cfg, next(iter(audios.values())), target)  # warm-up: first-call costs stay out of the numbers
+    results: dict[str, list[dict]] = {m: [] for m in args.methods}
+    for f, audio in audios.items():  # methods interleaved per file: machine drift hits all alike
+        it = items.get(f.name) if f.parent.resolve() == DATA.resolve() else None
+        for meth in args.methods:
+            mcfg = dataclasses.replace(cfg, caption=dataclasses.replace(cfg.caption, **METHODS[meth]))
+            r = run_one(rt, mcfg, audio, target)
+            r["file"] = f.name
+            r["source_text"] = it["text"] if it else None
+            r["answers"], r["answer_check"] = answers_instead(it, it["text"] if it else r["transcript"],
+                                                               r["caption"], target)
+            results[meth].append(r)
+            u = r["utterances"]
+            print(f"[{meth}] {f.name}: {r['caption'][:70]!r} EOS→caption "
+                  f"{[x['eos_to_final_caption_s'] for x in u]} NE {[x['ne'] for x in u]} guard {r['guard_triggers']}"
+                  + (" ANSWER" if r["answers"] else "") + (f" ERR {r['errors']}" if r["errors"] else ""), flush=True)
+    report = {"benchmark": "caption", "target_language": language_name(target),
+              "files": [str(f) for f in audios], "asr_method": cfg.asr.method,
+              "llm": str(rt.model(cfg.caption.model_role).path), "beta": cfg.caption.beta,
+              "mask_k": cfg.caption.mask_k, "answer_rule": answers_instead.__doc__.split("\n")[0],
+              "methods": {m: summarise(rows, items, target) for m, rows in results.items()}}
+    if "ar" in report["methods"]:
+        ar = report["methods"]["ar"]
+        for m, s in report["methods"].items():
+            if m != "ar" and ar["ne_mean"]:
+                s["ne_vs_ar"] = _r(s["ne_mean"] / ar["ne_mean"], 3) if s["ne_mean"] is not None else None
+            if m != "ar" and ar["chrf"] is not None and s["chrf"] is not None:
+                s["chrf_minus_ar"] = _r(s["chrf"] - ar["chrf"], 2)
+    report["runs"] = results
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+    print(json.dumps(report["methods"], indent=1, ensure_ascii=False))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""Captions translate, never answer: a question and a command into German on the real Qwen 0.5B; the fidelity guard
+rejects answers and falls back to an AR re-translation (counted); the caption thread's job policy; config."""
+
+import threading
+import time
+
+import pytest
+
+from engine.caption import (CaptionLoop, FidelityGuard, GuardedTranslator, Translator, build_messages, guarded,
+                            language_code, language_scores)
+from engine.ssbd import SSBDTranslator, SSBDUpdate
+
+QUESTION = "Can you tell me what time it is?"
+COMMAND = "Set a timer for ten minutes."
+
+
+def _german(text: str) -> bool:
+    sc = language_scores(text)
+    return sc["de"] > sc["en"]
+
+
+def test_question_is_translated_not_answered(qwen_small):
+    r = Translator(qwen_small, "de").translate(QUESTION)
+    low = r.text.lower()
+    assert _german(r.text), r.text
+    assert "zeit" in low or "uhr" in low or "spät" in low, r.text  # the content is translated
+    assert "?" in r.text, r.text  # still a question
+    assert FidelityGuard("de").verdict(QUESTION, r.text).ok, r.text
+
+
+def test_command_is_translated_not_carried_out(qwen_small):
+    r = Translator(qwen_small, "German").translate(COMMAND)
+    low = r.text.lower()
+    assert _german(r.text), r.text
+    assert "minute" in low and ("zehn" in low or "10" in low), r.text
+    assert FidelityGuard("de").verdict(COMMAND, r.text).ok, r.text
+
+
+def test_ssbd_final_caption_of_a_question_is_a_translation(qwen_small):
+    tr = guarded(SSBDTranslator(qwen_small, "de", beta=0.2, mask_k=3))
+    for src in ("Can you tell", "Can you tell me what", QUESTION):
+        u = tr.translate_ssbd(src, final=src == QUESTION)
+    assert _german(u.text) and "?" in u.text, u.text
+    assert tr.guard_stats.checked == 1
+
+
+def test_guard_falls_back_to_ar_on_an_answer(qwen_small, monkeypatch):
+    inner = SSBDTranslator(qwen_small, "de", beta=0.2, mask_k=3)
+    answer = "Sure! It is three o'clock in the afternoon right now."
+    real = inner.translate_ssbd
+
+    def answering(source, final=False, cancel=None):
+        u = real(source, final=final, cancel=cancel)
+        fake = SSBDUpdate(source, qwen_small.tokenize(answer), answer, answer, "", u.draft, u.accepted,
+                          u.output, u.forward_passes, u.compute_s, final)
+        inner.stream.updates[-1] = fake
+        return fake
+
+    monkeypatch.setattr(inner, "translate_ssbd", answering)
+    seen = []
+    tr = GuardedTranslator(inner, on_trigger=seen.append)
+    u = tr.translate_ssbd(QUESTION, final=True)
+    assert u.text != answer and _german(u.text), u.text
+    assert tr.guard_stats.triggered == 1 and tr.guard.triggered == 1 and len(seen) == 1
+    ev = tr.guard_stats.events[0]
+    assert ev.rejected == answer and ev.replacement == u.text and ev.reasons and ev.compute_s > 0
+    assert tr.stream.updates[-1] is u  # NE and the report see the caption that was shown
+    assert inner.prev == u.tokens
+
+
+@pytest.mark.parametrize("source,caption,ok", [
+    (QUESTION, "Kannst du mir sagen, wie spät es ist?", True),
+    (QUESTION, "Es ist 15 Uhr.", False),  # an answer: the question is gone, a number invented
+    (QUESTION, "Sure, it is three o'clock.", False),  # English
+    ("ask not what your country can do for you", "Wie kann ich Ihnen helfen?", False),  # jfk.flac on main
+    ("ask not what your country can do for you", "Frag nicht, was dein Land für dich tun kann", True),
+    (COMMAND, "Stelle einen Timer auf zehn Minuten.", True),
+    (COMMAND, "Natürlich! Ich habe einen Timer für 10 Minuten gestellt.", False),
+    ("Write a poem about the sea.", "Hier ist ein Gedicht:\n\nDas Meer ist blau,\nder Himmel grau.", False),
+    ("A man in an orange hat starring at something.", "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.",
+     True),
+])
+def test_guard_verdicts(source, caption, ok):
+    assert FidelityGuard("de").verdict(source, caption).ok is ok
+
+
+def test_guard_language_check_per_target():
+    assert FidelityGuard("fr").verdict(QUESTION, "Peux-tu me dire quelle heure il est ?").ok
+    assert FidelityGuard("es").verdict(QUESTION, "¿Puedes decirme qué hora es?").ok
+    assert not FidelityGuard("fr").verdict(COMMAND, "Stelle einen Timer auf zehn Minuten, bitte.").ok
+    assert not FidelityGuard("es").verdict(COMMAND, "Set a timer for ten minutes, please now.").ok
+
+
+def test_frames_put_the_source_in_delimiters():
+    msgs, tag = build_messages(QUESTION, "German")
+    assert msgs[-1]["content"] == f"<source>{QUESTION}</source>" and tag == ""
+    assert any(m["role"] == "assistant" and m["content"].endswith("?") for m in msgs)  # a question stays one
+    msgs, tag = build_messages(QUESTION, "French", "strict")
+    assert tag == "French:" and "do not answer" in msgs[-1]["content"]
+    with pytest.raises(ValueError):
+        build_messages(QUESTION, "German", "chatty")
+    assert language_code("German") == "de" and language_code("es") == "es" and language_code("Klingon") is None
+
+
+class _Echo:
+    """A translator stand-in recording the job order."""
+
+    def __init__(self):
+        self.jobs, self.resets = [], 0
+        self.gate = threading.Event()
+
+    def reset(self):
+        self.resets += 1
+
+    def translate_ssbd(self, source, final=False, cancel=None):
+        self.gate.wait(5)
+        self.jobs.append((source, final))
+        return SSBDUpdate(source, [], source.upper(), source.upper(), "", 0, 0, 0, 0, 0.0, final)
+
+
+def test_caption_loop_finals_first_newest_partial_only():
+    from engine.events import FinalTranscript, PartialTranscript
+
+    tr, shown = _Echo(), []
+    loop = CaptionLoop(tr, lambda utt, u, wall: shown.append((utt, u.text, u.final)))
+    loop.on_event(PartialTranscript(0, "a", "", 0.5, 0.0))  # taken at once; the thread blocks on the gate
+    time.sleep(0.2)
+    for text in ("a b", "a b c"):
+        loop.on_event(PartialTranscript(0, text, "", 1.0, 0.0))
+    loop.on_event(FinalTranscript(0, "a b c d", (), 0.0, 1.0))
+    loop.on_event(PartialTranscript(1, "x", "", 0.5, 0.0))
+    tr.gate.set()
+    loop.close(timeout=10)
+    assert tr.jobs[0] == ("a", False) and ("a b", False) not in tr.jobs  # stale partials are replaced
+    assert ("a b c d", True) in tr.jobs and tr.jobs.index(("a b c d", True)) < tr.jobs.index(("x", False))
+    assert tr.resets == 2 and loop.error is None
+
+
+def test_config_target_language():
+    from engine.config import Config, ConfigError, validate
+
+    for lang in ("de", "fr", "es", "German", "french", "Spanish"):
+        validate(Config().with_overrides({"caption": {"target_language": lang}}))
+    for bad in ("Klingon", "en", ""):
+        with pytest.raises(ConfigError, match="target_language"):
+            validate(Config().with_overrides({"caption": {"target_language": bad}}))
