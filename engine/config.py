@@ -312,7 +312,9 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
                        "intermediate translation (Arivazhagan et al. 2020b; SSBD Table 4)."),
     "caption.display_only_mask": ("Display-only mask-k", "On: keep the last k tokens in the draft but hide them "
                                   "on screen (SSBD's proposal). Off: trim them from the draft (classic mask-k)."),
-    "caption.target_language": ("Target language", "Language of the live translation."),
+    "caption.target_language": ("Target language", "Language of the live translation, a code or English name: "
+                                "de/German, fr/French, es/Spanish (few-shot framing and the fidelity guard's "
+                                "language check), or it, pt, nl, zh, ja, ru, pl, tr (no language check)."),
     "tts.engine": ("TTS engine", "piper = the Piper voice (default); codec = the autoregressive codec-token TTS "
                    "trained here (assets/codec_tts), sampled with the codec method below."),
     "tts.codec_method": ("Codec TTS sampler", "pcg = speculative sampling with Principled Coarse-Graining "
@@ -371,3 +373,9 @@ def validate(cfg: "Config") -> None:
         v = getattr(getattr(cfg, section), name)
         if v not in options:
             raise ConfigError(f"{key} = {v!r}: choose one of {', '.join(options)}")
+    from .caption import LANGUAGES, language_code
+
+    lang = cfg.caption.target_language
+    if language_code(lang) in (None, "en"):
+        raise ConfigError(f"caption.target_language = {lang!r}: choose a code or name of "
+                          f"{', '.join(f'{c}/{n}' for c, n in LANGUAGES.items() if c != 'en')}")
