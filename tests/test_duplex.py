@@ -119,3 +119,34 @@ def test_vad_turn_hook_holds_a_mid_sentence_pause(runtime, piper):
     assert turns and turns[0].p < 0.5 and turns[0].t < ends[0].t
     # without a hook the VAD's events carry no turn decisions (unchanged behaviour)
     assert all(e.p is None for e in plain) and not any(e.kind == "turn" for e in plain)
+
+
+@pytest.mark.skipif(not apm_available()[0], reason="livekit not installed")
+def test_barge_in_fires_on_the_user_not_on_the_echo(runtime, jfk_audio, piper):
+    """The capture wrapper cleans each block and the barge-in detector (armed by the far end) fires once, soon
+    after the user starts talking over the assistant, and never on the echo alone."""
+    from audio.aec import BargeInDetector, EchoCancelledSource
+    from audio.sources import AudioBlock, AudioSource
+
+    far = np.concatenate([jfk_audio, jfk_audio]).astype(np.float32)
+    user = piper("Wait, stop, that is not what I asked.") * 0.6
+    u0 = 15 * SR
+    mic = echo_path(far, delay_ms=60, gain=0.8, seed=2)
+    mic[u0:u0 + len(user)] += user[: len(mic) - u0]
+
+    class Duplex(AudioSource):
+        realtime = False
+
+        def __iter__(self):
+            for i in range(0, len(mic), 1600):
+                src.on_played(far[i:i + 1600], SR, 0.0)  # played just before its echo is captured
+                yield AudioBlock(mic[i:i + 1600], i / SR, 0.0)
+
+    fired = []
+    src = EchoCancelledSource(Duplex(), EchoCanceller(delay_ms=60),
+                              BargeInDetector(runtime.model("vad").path, fired.append))
+    blocks = list(src)
+    assert sum(len(b.samples) for b in blocks) == len(mic) // 1600 * 1600
+    assert blocks[-1].t_start == pytest.approx((len(blocks) - 1) * 0.1)
+    # once, while the user speaks over the echo (the loud far end here masks "Wait," — latency is bench duplex's)
+    assert len(fired) == 1 and 15.0 < fired[0] < 15.0 + len(user) / SR, fired
