@@ -19,7 +19,8 @@ output callback) — the far end and its echo are cut there, as ``Player.stop`` 
     * WER of the user's interruption (faster-whisper Whisper base, greedy, Whisper English normalisation), on the
       user's audio alone, on the raw mic and on the cleaned mic, for the interruption as played (the assistant stops
       at the barge-in) and with the assistant talking over the whole interruption (a shadow APM that never stops
-      playback). ``--no-wer`` skips it.
+      playback), and with headphones (the APM running, the far end fed, no echo: does it hurt?). ``--no-wer``
+      skips it.
 
 Part B — end of turn. User turns (Piper and espeak-ng voices; −55 dBFS pink noise) of three kinds: complete
 sentences without a pause, sentences with a mid-sentence filler pause ("…like in, um, <0.6–1.5 s> Paris
@@ -180,7 +181,8 @@ def pct(xs: list[float], q: float) -> float | None:
 
 # ----------------------------------------------------------------------------------------------------- part A
 def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_every: int, wer: bool,
-           rng: np.random.Generator, prng: random.Random, barge_min_speech_s: float = 0.1) -> dict:
+           rng: np.random.Generator, prng: random.Random, barge_min_speech_s: float = 0.1,
+           barge_threshold: float = 0.5) -> dict:
     from audio.aec import EchoCanceller, apm_available
     from audio.vad import StreamingVAD
     from bench.make_speech import corpus_sentences, level, trim
@@ -195,10 +197,11 @@ def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_eve
         path = EchoPath(rng)
         hint = path.delay_ms + float(rng.uniform(-20, 20))
         aec, shadow = EchoCanceller(delay_ms=hint), EchoCanceller(delay_ms=hint)
+        phones = EchoCanceller(delay_ms=hint)  # headphones: the same far end, no echo in the microphone
         # detectors: the project's VAD (defaults) on the raw and on the cleaned mic, and the barge-in VAD
         # (shorter minimum speech) on the cleaned mic, which stops playback
         vads = {"raw": StreamingVAD(vad_path), "clean": StreamingVAD(vad_path),
-                "clean_barge": StreamingVAD(vad_path, min_speech_s=barge_min_speech_s)}
+                "clean_barge": StreamingVAD(vad_path, min_speech_s=barge_min_speech_s, threshold=barge_threshold)}
         t0 = 0.0  # session audio time of the episode start
         for k in range(n_answers):
             text = " ".join(prng.sample(pool, 2))
@@ -226,11 +229,13 @@ def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_eve
             far_play, mic = far_full.copy(), mic_full.copy()
             stop_at = None
             starts: dict[str, list[float]] = {name: [] for name in DETECTORS}
-            cleaned, shadow_out = np.zeros(n, np.float32), np.zeros(n, np.float32)
+            cleaned, shadow_out, phones_out = (np.zeros(n, np.float32) for _ in range(3))
+            mic_phones = user + noise
             for pos in range(0, n, BLOCK):
                 b = slice(pos, pos + BLOCK)
                 cleaned[b] = aec.process_duplex(far_play[b], mic[b])
                 shadow_out[b] = shadow.process_duplex(far_full[b], mic_full[b])
+                phones_out[b] = phones.process_duplex(far_full[b], mic_phones[b])
                 t_emit = (pos + BLOCK) / SR
                 for name, vad in vads.items():
                     for ev in vad(mic[b] if name == "raw" else cleaned[b]):
@@ -253,14 +258,16 @@ def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_eve
                 limit = u_on if interrupt else audible_end
                 ep[f"false_{name}"] = sum(1 for t in starts[name] if lead <= t <= min(limit, audible_end))
             if interrupt:
-                ep.update(user_text=utext, user_onset_s=round(u_on, 3), stopped_at_s=round(stop_at, 3) if stop_at else None)
+                ep.update(user_text=utext, user_onset_s=round(u_on, 3),
+                          stopped_at_s=round(stop_at, 3) if stop_at else None)
                 for name in DETECTORS:
                     det = [t for t in starts[name] if t >= u_on]
                     ep[f"latency_{name}_s"] = round(det[0] - u_on, 3) if det and det[0] <= u_end else None
                 if wer:
                     s0, s1 = max(0, int((u_on - 0.3) * SR)), min(n, int((u_end + 0.4) * SR))
                     ep["_audio"] = {"alone": (user + noise)[s0:s1], "raw": mic[s0:s1], "clean": cleaned[s0:s1],
-                                    "raw_overlap": mic_full[s0:s1], "clean_overlap": shadow_out[s0:s1]}
+                                    "raw_overlap": mic_full[s0:s1], "clean_overlap": shadow_out[s0:s1],
+                                    "headphones_clean": phones_out[s0:s1]}
             episodes.append(ep)
             t0 += n / SR
     echo_only = [e for e in episodes if not e["interrupt"]]
@@ -276,7 +283,7 @@ def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_eve
                    "after_first_answer_of_session": sum(e[f"false_{name}"] for e in later)}
             for name in DETECTORS},
         "true_barge_in": {},
-        "barge_in_min_speech_s": barge_min_speech_s,
+        "barge_in_min_speech_s": barge_min_speech_s, "barge_in_threshold": barge_threshold,
         "detectors": DETECTORS,
     }
     for name in DETECTORS:
@@ -300,7 +307,7 @@ def wer_table(voices, inter: list[dict]) -> dict:
                               compute_type=cfg.asr.compute_type, cpu_threads=1, beam_size=1)
     norm = EnglishTextNormalizer({})
     out = {}
-    for cond in ("alone", "raw", "clean", "raw_overlap", "clean_overlap"):
+    for cond in ("alone", "raw", "clean", "raw_overlap", "clean_overlap", "headphones_clean"):
         refs, hyps = [], []
         for e in inter:
             refs.append(norm(e["user_text"]))
@@ -308,7 +315,9 @@ def wer_table(voices, inter: list[dict]) -> dict:
             e.setdefault("hyp", {})[cond] = hyps[-1]
         out[cond] = round(jiwer.wer(refs, hyps), 4)
     out["note"] = ("alone: the user's audio + noise; raw/clean: the microphone as played (playback stops at the "
-                   "barge-in); *_overlap: the assistant keeps talking through the whole interruption")
+                   "barge-in); *_overlap: the assistant keeps talking through the whole interruption; "
+                   "headphones_clean: the APM given the far end of a whole answer but no echo in the "
+                   "microphone (headphones)")
     return out
 
 
@@ -416,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turn-threshold", type=float, default=0.5, help="Smart Turn P(complete) threshold")
     ap.add_argument("--barge-min-speech", type=float, default=0.1,
                     help="minimum speech of the barge-in VAD on the cleaned mic, s (the project VAD uses 0.25)")
+    ap.add_argument("--barge-threshold", type=float, default=0.5, help="speech threshold of the barge-in VAD")
     ap.add_argument("--no-wer", action="store_true", help="skip the Whisper-base WER of the interruptions")
     ap.add_argument("--only", choices=["echo", "turn"], help="run one part")
     ap.add_argument("--seed", type=int, default=SEED)
@@ -431,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
                  "seed": a.seed, "time_base": "audio time (s)"}
     if a.only != "turn":
         out["echo"] = part_a(voices, vad_path, a.sessions, a.answers, a.interrupt_every, not a.no_wer,
-                             np.random.default_rng(a.seed), random.Random(a.seed), a.barge_min_speech)
+                             np.random.default_rng(a.seed), random.Random(a.seed), a.barge_min_speech,
+                             a.barge_threshold)
     if a.only != "echo":
         sil = [float(s) for s in a.vad_only_silences.split(",") if s]
         out["turn"] = part_b(voices, vad_path, a.turns, np.random.default_rng(a.seed + 1), random.Random(a.seed + 1),
