@@ -24,15 +24,16 @@ How the protocol maps onto requests:
       still pre-filled the tokens.
     * A server returns top-N log-probs, not full logits. A row is a dense float32 array of length ``n_vocab``: the
       returned top-N entries (and the scored token where the server reports it) hold their log-probabilities,
-      every other entry holds the remaining probability mass spread evenly, log((1 − Σ top-N p) / (V − N)) — never
-      above the N-th entry. So argmax (greedy acceptance) is exact whenever the top-1 token is returned; top-k
+      every other entry holds the remaining probability mass spread evenly, log((1 − Σ top-N p) / (V − N)) —
+      never above the N-th entry. So argmax (greedy acceptance) is exact whenever the top-1 token is returned; top-k
       acceptance is exact for k ≤ N; τ-threshold and β-biased acceptance are exact when the draft token is among the
       returned entries, and otherwise see a probability no larger than the true one (they can only reject more).
       ``softmax`` of a row reproduces the returned probabilities exactly.
 
 Errors: every failure to reach the server or to understand it raises :class:`RemoteLMError` (subclasses
 :class:`NoPromptLogprobsError`, :class:`TokenizerMismatchError`), after ``retries`` retries with exponential
-back-off for connection errors, time-outs, 408/429 and 5xx answers. The API key is read from the environment
+back-off for connection errors, 408/429 and 5xx answers (a time-out is not retried: the server is still busy with
+the request). The API key is read from the environment
 variable named by ``api_key_env`` and sent as a bearer token; it is never logged nor shown in ``repr``.
 """
 
@@ -56,7 +57,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-PROBE_TEXT = "The capital of France is Paris. The capital of Italy is"
+PROBE_TEXT = "The capital of Italy is"
 CHECK_TEXT = "Hello, world! Grüße aus Köln — 42 tokens?\n  Indented line.\t¿Qué tal? 你好"
 END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>")
 
@@ -91,6 +92,8 @@ class RemoteStats:
         reprocessed_source: "server", or "estimate: single-slot prefix cache" (llama-cpp-python keeps one
             sequence: a request re-evaluates everything after its longest common prefix with the previous one,
             and at least the last token).
+        echo_prompt_tokens / echo_reprocessed_tokens / echo_bytes_sent / echo_bytes_received: the same counts for
+            the echo (verification) requests alone.
     """
 
     requests: int = 0
@@ -103,6 +106,10 @@ class RemoteStats:
     prompt_tokens: int = 0
     reprocessed_tokens: int = 0
     reprocessed_source: str = ""
+    echo_prompt_tokens: int = 0
+    echo_reprocessed_tokens: int = 0
+    echo_bytes_sent: int = 0
+    echo_bytes_received: int = 0
 
     def snapshot(self) -> dict:
         return asdict(self)
@@ -157,7 +164,7 @@ class _Http:
         """One JSON request. Returns the decoded JSON object.
 
         Raises:
-            RemoteLMError: unreachable/time-out after the retries, or a non-JSON answer;
+            RemoteLMError: unreachable after the retries, no answer within ``timeout_s``, or a non-JSON answer;
                 ``_HTTPStatusError`` (a RemoteLMError): an error status (5xx/408/429 after the retries).
         """
         data = None if body is None else json.dumps(body).encode()
@@ -179,10 +186,13 @@ class _Http:
                     resp = conn.getresponse()
                     raw = resp.read()
                 except (OSError, http.client.HTTPException, socket.timeout) as e:
-                    last = e
                     if self._conn is not None:
                         self._conn.close()
                         self._conn = None
+                    if isinstance(e, (socket.timeout, TimeoutError)):  # the server is still busy with it:
+                        raise RemoteLMError(  # a retry would only queue behind the same work
+                            f"LLM server at {self.url} did not answer {path} within {self.timeout_s:g} s") from None
+                    last = e
                     continue
                 finally:
                     self.stats.http_s += time.perf_counter() - t0
@@ -610,10 +620,20 @@ class RemoteLM:
         self.stats.prompt_tokens += n
         echo = first < n - 1
         self.stats.echo_requests += echo
+        b0 = (self.stats.bytes_sent, self.stats.bytes_received)
+        try:
+            return self._score_request(tokens, first, echo)
+        finally:
+            if echo:
+                self.stats.echo_bytes_sent += self.stats.bytes_sent - b0[0]
+                self.stats.echo_bytes_received += self.stats.bytes_received - b0[1]
+
+    def _score_request(self, tokens: list[int], first: int, echo: bool) -> np.ndarray:
+        n = len(tokens)
         if self.api == "sglang":
             return self._score_sglang(tokens, first)
         resp = self._completion(tokens, echo)
-        self._account(resp, tokens)
+        self._account(resp, tokens, echo)
         choice = resp["choices"][0]
         entries = self._entries(resp)
         out = np.empty((n - first, self.n_vocab), np.float32)
@@ -652,7 +672,7 @@ class RemoteLM:
         resp = self._http.call("POST", "/generate", body)
         meta = resp.get("meta_info") or {}
         if "cached_tokens" in meta:
-            self.stats.reprocessed_tokens += n - int(meta["cached_tokens"])
+            self._reprocessed(n - int(meta["cached_tokens"]), n, first < n - 1)
             self.stats.reprocessed_source = "server"
         itop = meta.get("input_top_logprobs") or []
         itok = meta.get("input_token_logprobs") or []
@@ -672,19 +692,25 @@ class RemoteLM:
         out[n - 1 - first] = self._dense({int(t[1]): float(t[0]) for t in otop[0] if t and t[0] is not None})
         return out
 
-    def _account(self, resp: dict, tokens: list[int]) -> None:
+    def _account(self, resp: dict, tokens: list[int], echo: bool) -> None:
         usage = resp.get("usage") or {}
         cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
         if cached is not None:
-            self.stats.reprocessed_tokens += len(tokens) - int(cached)
+            self._reprocessed(len(tokens) - int(cached), len(tokens), echo)
             self.stats.reprocessed_source = "server"
         else:
             from .verify import common_prefix
 
             k = min(common_prefix(self._last_sent, tokens), len(tokens) - 1)
-            self.stats.reprocessed_tokens += len(tokens) - k
+            self._reprocessed(len(tokens) - k, len(tokens), echo)
             self.stats.reprocessed_source = "estimate: single-slot prefix cache"
         self._last_sent = list(tokens)
+
+    def _reprocessed(self, k: int, n: int, echo: bool) -> None:
+        self.stats.reprocessed_tokens += k
+        if echo:
+            self.stats.echo_reprocessed_tokens += k
+            self.stats.echo_prompt_tokens += n
 
     def _check_echo_tokens(self, choice: dict, tokens: list[int]) -> None:
         got = (choice.get("logprobs") or {}).get("tokens") or []

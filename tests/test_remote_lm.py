@@ -10,7 +10,6 @@ position (≈0.2–0.5 s per prompt token here), so the fast tests use short pro
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -80,7 +79,7 @@ def server(small_gguf):
 
 @pytest.fixture(scope="module")
 def remote(server, small_gguf):
-    lm = RemoteLM(server.url, tokenizer=small_gguf, n_ctx=N_CTX, timeout_s=120)
+    lm = RemoteLM(server.url, tokenizer=small_gguf, n_ctx=N_CTX, timeout_s=600)
     yield lm
     lm.close()
 
@@ -103,8 +102,8 @@ def test_connect_detects_the_server(remote, local):
 
 
 def test_verification_rows_match_in_process_and_cost_one_request(remote, local):
-    prompt = local.tokenize("The capital of France is Paris. The capital of Italy is")
-    draft = local.tokenize(" Rome. The capital of Spain is Madrid.")
+    prompt = local.tokenize("The capital of Italy is")
+    draft = local.tokenize(" Rome. The capital of")
     rs, ls = LMSession(remote), LMSession(local)
     rs.prefill(prompt)
     ls.prefill(prompt)
