@@ -193,9 +193,11 @@ def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_eve
     mt, gsm = corpus_sentences()
     pool = mt + gsm
     episodes: list[dict] = []
+    sessions: list[dict] = []
     for s in range(n_sessions):
         path = EchoPath(rng)
         hint = path.delay_ms + float(rng.uniform(-20, 20))
+        sessions.append({**path.describe(), "delay_hint_ms": round(hint, 1)})
         aec, shadow = EchoCanceller(delay_ms=hint), EchoCanceller(delay_ms=hint)
         phones = EchoCanceller(delay_ms=hint)  # headphones: the same far end, no echo in the microphone
         # detectors: the project's VAD (defaults) on the raw and on the cleaned mic, and the barge-in VAD
@@ -292,6 +294,7 @@ def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_eve
                                       "latency_p90_s": pct(lat, 90), "latency_max_s": pct(lat, 100)}
     if wer and inter:
         res["wer_double_talk"] = wer_table(voices, inter)
+    res["sessions"] = sessions
     res["episodes"] = [{k: v for k, v in e.items() if not k.startswith("_")} for e in episodes]
     return res
 
