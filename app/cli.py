@@ -28,7 +28,8 @@ LIVE_COMMANDS = ("transcribe", "assist", "caption")
 BENCHES = {  # name → module with main(argv)
     "asr": "bench.asr_bench", "asr-stream": "bench.asr_stream_bench", "tts": "bench.tts_bench",
     "predgen": "bench.predgen_bench", "ssbd": "bench.ssbd_bench", "partial-streams": "bench.make_partial_streams",
-    "voice": "bench.voice_bench", "soak": "bench.soak_bench",
+    "voice": "bench.voice_bench", "soak": "bench.soak_bench", "caption": "bench.caption_bench",
+    "duplex": "bench.duplex_bench", "all": "bench.all",
 }
 
 
