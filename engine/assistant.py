@@ -90,7 +90,7 @@ class Assistant:
         """
         cancel = cancel or threading.Event()
         m = AnswerMetrics(start_wall=time.monotonic())
-        tts_q: queue.Queue = queue.Queue()
+        tts_q: queue.Queue = queue.Queue(maxsize=64)  # sentences waiting for TTS; never dropped (put waits)
         tts_thread = threading.Thread(target=self._tts_worker, args=(utterance, tts_q, m, cancel), daemon=True,
                                       name="tts")
         tts_thread.start()
@@ -189,7 +189,7 @@ class PredGenAssistant(Assistant):
         m = AnswerMetrics(start_wall=time.monotonic(), speculative_updates=self.updates_this_turn,
                           steps=list(self.pg.steps))
         self.updates_this_turn = 0
-        tts_q: queue.Queue = queue.Queue()
+        tts_q: queue.Queue = queue.Queue(maxsize=64)  # sentences waiting for TTS; never dropped (put waits)
         tts_thread = threading.Thread(target=self._tts_worker, args=(utterance, tts_q, m, cancel), daemon=True,
                                       name="tts")
         tts_thread.start()
