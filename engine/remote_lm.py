@@ -602,6 +602,14 @@ class RemoteLM:
             lp = resp["choices"][0].get("logprobs") or {}
         except (KeyError, IndexError, TypeError, AttributeError):
             raise RemoteLMError(f"unexpected /v1/completions answer: {str(resp)[:200]}") from None
+        if isinstance(lp.get("content"), list):  # the chat-style layout (llama.cpp's llama-server), with ids
+            out: list[dict | None] = []
+            for c in lp["content"]:
+                d = {f"token_id:{t['id']}": t["logprob"] for t in c.get("top_logprobs") or [] if "id" in t}
+                if "id" in c:
+                    d.setdefault(f"token_id:{c['id']}", c.get("logprob"))
+                out.append(d or None)
+            return out
         return list(lp.get("top_logprobs") or [])
 
     def _score(self, tokens: list[int], first: int) -> np.ndarray:
