@@ -32,6 +32,9 @@ VAD's ``turn_hook``: asked at a 0.2 s pause, the turn ends if P(complete) ≥ 0.
     * cut-offs: paused turns whose utterance ended inside the mid-sentence pause.
     * end-of-turn delay: from the last speech sample of the turn to the audio time the "end" event is raised.
 
+Piper's noise is sampled inside its ONNX graph from one seeded sequence, so part B's audio depends on whether part A
+ran before it in the same process: compare runs made with the same ``--only``.
+
 Run: ``python -m bench.duplex_bench [--sessions 10 --answers 9 --turns 60] [--out FILE]`` (defaults: ≥ 60 echo-only
 answers, 30 interruptions, 60 turns). JSON out.
 """
@@ -42,6 +45,7 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -440,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     t_wall = time.perf_counter()
     voices = Voices(seed=a.seed)
     vad_path = str(voices.rt.model("vad").path)
-    out: dict = {"command": "specvoice bench duplex " + " ".join(argv if argv is not None else []),
+    args = list(sys.argv[1:] if argv is None else argv)
+    out: dict = {"command": " ".join(["specvoice bench duplex", *args]).strip(),
                  "seed": a.seed, "time_base": "audio time (s)"}
     if a.only != "turn":
         out["echo"] = part_a(voices, vad_path, a.sessions, a.answers, a.interrupt_every, not a.no_wer,
