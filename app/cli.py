@@ -332,6 +332,16 @@ def cmd_assist(args, cfg, rt, printer, live: Live) -> dict:
 
     conv = Conversation(assistant, on_metrics)
 
+    if args.mic and player.available:  # speaker on: cancel the assistant's own voice before VAD and ASR
+        def on_barge_in(t: float) -> None:
+            if conv.on_speech_start():
+                player.stop()
+
+        live.source, sink = rt.echo_source(live.source, on_barge_in)
+        if sink is not None:
+            player.reference = sink
+            printer.line("echo cancellation on (duplex.echo_cancellation)")
+
     def handle(ev) -> None:
         if isinstance(ev, AnswerSentence):
             live.session.answer_sentence(ev.utterance, ev.index, ev.text)  # journaled before it is shown

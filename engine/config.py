@@ -141,6 +141,21 @@ class TtsConfig:
 
 
 @dataclass(frozen=True)
+class DuplexConfig:
+    """Talking over the assistant with the speaker on (bench/results/duplex.json)."""
+
+    echo_cancellation: bool = True  # WebRTC AEC3 (livekit APM) on the microphone while the speaker plays
+    noise_suppression: bool = False  # WebRTC noise suppression on the microphone
+    input_latency_ms: float = 100.0  # capture-side delay added to the player's measured output latency
+    end_of_turn: str = "vad"  # "vad" (silence of vad.min_silence_s) | "smart_turn" (Smart Turn v3.2 at each pause)
+    turn_threshold: float = 0.5
+    turn_pause_s: float = 0.2  # silence after which Smart Turn is asked
+    turn_max_silence_s: float = 2.0  # silence that always ends the turn (smart_turn)
+    barge_in_min_speech_s: float = 0.1
+    barge_in_threshold: float = 0.5
+
+
+@dataclass(frozen=True)
 class Config:
     models: ModelsConfig = field(default_factory=ModelsConfig)
     audio: AudioConfig = field(default_factory=AudioConfig)
@@ -149,6 +164,7 @@ class Config:
     llm: LlmConfig = field(default_factory=LlmConfig)
     caption: CaptionConfig = field(default_factory=CaptionConfig)
     tts: TtsConfig = field(default_factory=TtsConfig)
+    duplex: DuplexConfig = field(default_factory=DuplexConfig)
 
     def cache_dir(self) -> Path:
         d = self.models.cache_dir or os.environ.get("SPECVOICE_CACHE") or "~/.cache/specvoice"
@@ -300,7 +316,8 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
                              "(SSBD β) — predgen.txt §3.1."),
     "llm.predgen_top_k": ("PredGen top-k", "Top-k verifier: accept candidate tokens among the k most likely."),
     "llm.predgen_tokens_per_update": ("PredGen tokens per update", "Work budget of one speculative update while "
-                                      "you speak (tokens)."),
+                                      "you speak (tokens); 0 = only pre-fill the partial prompt (cascade + "
+                                      "incremental prefill)."),
     "llm.predgen_speculation_threads": ("PredGen speculation threads", "CPU threads for speculation while you "
                                         "speak (0 = all); it runs at low priority so the ASR is never delayed."),
     "llm.max_answer_tokens": ("Max answer tokens", "Longest answer, in tokens."),
@@ -334,6 +351,22 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "models.vad": ("Model: VAD", "embedded or a Silero VAD .onnx path."),
     "audio.input_device": ("Input device", "Microphone (name or index); empty = system default."),
     "audio.output_device": ("Output device", "Speaker (name or index); empty = default; 'none' = never play."),
+    "duplex.echo_cancellation": ("Echo cancellation", "WebRTC AEC3 (livekit) removes the assistant's own voice from "
+                                 "the microphone, with what the speaker plays as reference (microphone + speaker)."),
+    "duplex.noise_suppression": ("Noise suppression", "WebRTC noise suppression on the microphone."),
+    "duplex.input_latency_ms": ("Microphone latency (ms)", "Added to the speaker's measured latency as the echo "
+                                "canceller's delay hint."),
+    "duplex.end_of_turn": ("End of turn", "vad = a silence of vad.min_silence_s ends the turn; smart_turn = after a "
+                           "short pause Smart Turn v3.2 (audio model) decides complete vs mid-sentence; a long "
+                           "silence always ends it."),
+    "duplex.turn_threshold": ("Turn-complete threshold", "Smart Turn probability at or above which a pause ends the "
+                              "turn."),
+    "duplex.turn_pause_s": ("Pause before asking (s)", "Silence after which Smart Turn is asked."),
+    "duplex.turn_max_silence_s": ("Longest pause (s)", "Silence that always ends the turn (smart_turn)."),
+    "duplex.barge_in_min_speech_s": ("Barge-in speech (s)", "Echo-cancelled speech needed to interrupt the "
+                                     "assistant."),
+    "duplex.barge_in_threshold": ("Barge-in threshold", "Speech probability for barge-in; lower reacts sooner but "
+                                  "may trigger on residual echo."),
 }
 
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -346,6 +379,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "caption.method": ("ssbd", "ar"),
     "tts.engine": ("piper", "codec"),
     "tts.codec_method": ("pcg", "sd", "ssd", "ar"),
+    "duplex.end_of_turn": ("vad", "smart_turn"),
 }
 
 RANGES: dict[str, tuple[float, float]] = {
@@ -355,9 +389,12 @@ RANGES: dict[str, tuple[float, float]] = {
     "asr.guard_tokens_base": (4, 200), "asr.guard_compression_ratio": (1.5, 10.0), "asr.guard_logprob": (-10.0, 0.0),
     "asr.guard_no_speech": (0.0, 1.0),
     "asr.tau_slm": (0.0, 1.0), "asr.specasr_threshold": (0.0, 1.0), "asr.specasr_max_draft": (1, 64),
-    "llm.predgen_top_k": (1, 50), "llm.predgen_tokens_per_update": (1, 64), "llm.predgen_speculation_threads": (0, 64),
+    "llm.predgen_top_k": (1, 50), "llm.predgen_tokens_per_update": (0, 64), "llm.predgen_speculation_threads": (0, 64),
     "llm.max_answer_tokens": (8, 2048), "caption.beta": (0.0, 1.0), "caption.mask_k": (0, 20),
     "tts.length_scale": (0.5, 2.0), "tts.theta": (0.0, 1.0), "tts.lookahead": (1, 16), "tts.temperature": (0.1, 2.0),
+    "duplex.turn_threshold": (0.05, 0.95), "duplex.turn_pause_s": (0.1, 1.0), "duplex.turn_max_silence_s": (0.5, 5.0),
+    "duplex.barge_in_min_speech_s": (0.03, 0.5), "duplex.barge_in_threshold": (0.1, 0.9),
+    "duplex.input_latency_ms": (0.0, 500.0),
 }
 
 

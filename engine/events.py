@@ -40,6 +40,17 @@ class SpeechEnded:
 
 
 @dataclass(frozen=True)
+class TurnDecision:
+    """End-of-turn model's verdict at a pause (``duplex.end_of_turn = "smart_turn"``): ``p_complete`` in [0, 1];
+    the turn ends at ``t`` (audio seconds) when it reaches ``duplex.turn_threshold``."""
+
+    utterance: int
+    t: float
+    p_complete: float
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
 class PartialTranscript:
     """One streaming update: ``committed`` text (stable, LocalAgreement-2) + ``tentative`` tail (may change)."""
 

@@ -32,7 +32,8 @@ from audio.sources import AudioBlock, AudioSource
 from audio.vad import StreamingVAD
 
 from .cpu import ASR
-from .events import (CommittedWords, Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted)
+from .events import (CommittedWords, Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted,
+                     TurnDecision)
 from .streaming_asr import ASRBackend, OnlineASRProcessor, join_words
 
 SAMPLE_RATE = 16000
@@ -254,7 +255,7 @@ class StreamingTranscriber:
                                         "is too far behind)"))
                 events = self.vad(block.samples) if self.vad is not None else []
                 for ev in events:
-                    self.q.put((ev.kind, ev.t, block))
+                    self.q.put((ev.kind, ev.t, block, getattr(ev, "p", None)))
             if self.vad is not None:
                 for ev in self.vad.flush():
                     self.q.put((ev.kind, ev.t, None))
@@ -317,6 +318,8 @@ class StreamingTranscriber:
                 elif kind == "start" and proc is None:
                     utt_index, proc, rec = self._start(utt_index + 1, item[1], ring)
                     pending_new = proc.audio_end - rec.t_start
+                elif kind == "turn" and rec is not None and len(item) > 3 and item[3] is not None:
+                    self.emit(TurnDecision(rec.index, item[1], float(item[3])))
                 elif kind == "pause" and proc is not None:
                     pause_at = item[1]  # a possible end of speech: decode up to it now, the final may be ready
                 elif kind == "end" and proc is not None:

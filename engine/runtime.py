@@ -140,12 +140,52 @@ class Runtime:
         return self._get(f"torch_whisper:{role}", build)
 
     def vad(self):
+        """A fresh streaming VAD (it carries LSTM state). ``duplex.end_of_turn = "smart_turn"``: at each 0.2 s pause
+        Smart Turn v3.2 decides whether the turn is complete; ``duplex.turn_max_silence_s`` of silence always ends it.
+        """
         from audio.vad import StreamingVAD
 
-        v = self.cfg.vad
-        # a fresh VAD per stream (it carries LSTM state); the ONNX file is resolved once
+        v, d = self.cfg.vad, self.cfg.duplex
+        if d.end_of_turn == "smart_turn":
+            td = self.turn_detector()
+            return StreamingVAD(self.model("vad").path, threshold=v.threshold, min_silence_s=d.turn_max_silence_s,
+                                min_speech_s=v.min_speech_s, speech_pad_s=v.speech_pad_s, pause_s=d.turn_pause_s,
+                                turn_hook=td.complete_probability, turn_threshold=d.turn_threshold)
         return StreamingVAD(self.model("vad").path, threshold=v.threshold, min_silence_s=v.min_silence_s,
                             min_speech_s=v.min_speech_s, speech_pad_s=v.speech_pad_s)
+
+    def turn_detector(self):
+        """The Smart Turn v3.2 end-of-turn model (assets/smart_turn, onnxruntime)."""
+        from audio.turn import TurnDetector
+
+        d = self.cfg.duplex
+        return self._get(f"turn:{d.turn_threshold}", lambda: TurnDetector(threshold=d.turn_threshold))
+
+    def echo_source(self, source, on_barge_in=None):
+        """Wrap a microphone source with WebRTC echo cancellation (``duplex.echo_cancellation``).
+
+        Returns:
+            (source whose blocks are echo-cancelled, sink to set as the player's ``reference``), or (source, None)
+            when it is off or livekit is unavailable (logged). ``on_barge_in(t)`` is called when echo-cancelled
+            speech starts while the speaker plays.
+        """
+        import logging
+
+        from audio.aec import BargeInDetector, EchoCancelledSource, EchoCanceller
+
+        d = self.cfg.duplex
+        if not d.echo_cancellation:
+            return source, None
+        aec = EchoCanceller(delay_ms=d.input_latency_ms, noise_suppression=d.noise_suppression)
+        if not aec.available:
+            logging.getLogger(__name__).warning(aec.reason)
+            return source, None
+        aec.input_latency_ms = d.input_latency_ms
+        bi = None if on_barge_in is None else BargeInDetector(self.model("vad").path, on_barge_in,
+                                                              min_speech_s=d.barge_in_min_speech_s,
+                                                              threshold=d.barge_in_threshold)
+        src = EchoCancelledSource(source, aec, bi)
+        return src, src.on_played
 
     def llm(self, role: str | None = None, instance: str = "main", n_ctx: int | None = None):
         """A llama.cpp context on the role's GGUF. Another ``instance`` (e.g. "judge") is a second context on the

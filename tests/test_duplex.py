@@ -150,3 +150,20 @@ def test_barge_in_fires_on_the_user_not_on_the_echo(runtime, jfk_audio, piper):
     assert blocks[-1].t_start == pytest.approx((len(blocks) - 1) * 0.1)
     # once, while the user speaks over the echo (the loud far end here masks "Wait," — latency is bench duplex's)
     assert len(fired) == 1 and 15.0 < fired[0] < 15.0 + len(user) / SR, fired
+
+
+def test_smart_turn_end_of_turn_through_the_live_pipeline(jfk_audio):
+    """``duplex.end_of_turn=smart_turn``: the transcriber reports each turn decision and transcribes all of jfk."""
+    from audio.sources import ArraySource
+    from engine.config import load_config
+    from engine.events import FinalTranscript, TurnDecision
+    from engine.runtime import Runtime
+
+    rt = Runtime(load_config(None, None, ["duplex.end_of_turn=smart_turn"]))
+    events = []
+    st = rt.transcriber(ArraySource(jfk_audio, realtime=False, trailing_silence_s=2.5), events.append)
+    st.run()
+    turns = [e for e in events if isinstance(e, TurnDecision)]
+    finals = " ".join(e.text for e in events if isinstance(e, FinalTranscript)).lower()
+    assert turns and all(0.0 <= t.p_complete <= 1.0 for t in turns)
+    assert "ask not what your country can do for you" in finals.replace(",", "").replace(".", "")
