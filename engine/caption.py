@@ -14,9 +14,9 @@ Framing (``frame``): the source is *data to translate*, not a message to the ass
 :class:`FidelityGuard` checks a final caption against its source: length ratio (characters), target-language
 check (stop words and letters of de/fr/es vs English), and cues that it answers instead of translating (question
 mark lost or invented, answer openers, markdown or line breaks, numbers of the source missing or invented, more
-sentences than the source, a trailing "..."). :class:`GuardedTranslator` wraps any live translator (SSBD or AR): a final caption that
-fails is re-translated once with AR in the ``strict`` frame, and the event is counted and kept; a trailing
-continuation mark is cut from the SSBD draft before verification (:func:`trim_continuation`).
+sentences than the source, a trailing "..."). :class:`GuardedTranslator` wraps any live translator (SSBD or AR):
+a final caption that fails is re-translated once with AR in the ``strict`` frame, and the event is counted and
+kept; a trailing continuation mark is cut from the SSBD draft before verification (:func:`trim_continuation`).
 """
 
 from __future__ import annotations
