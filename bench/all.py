@@ -135,7 +135,7 @@ JOBS: tuple[Job, ...] = (
         about="SSBD on real streaming-ASR partials (no references)"),
     # -- streaming ASR ---------------------------------------------------------------------------------------------
     Job("asr-stream", "asr_stream.json",
-        _bench("asr-stream", "--methods", "ar,ar_w6,ssd,ssd_lossless,ar_padded,ssd_padded"), 2100,
+        _bench("asr-stream", "--methods", "ar_w6,ssd_w6,ssd_lossless_w6,ar,ar_padded,ssd_padded"), 2100,
         about="every method in real time through the transcribe path, the whole corpus (329 s)"),
     Job("asr-stream-final-full", "asr_stream_final_full.json",
         _bench("asr-stream", f"{STREAM}/dialogue_2.flac", f"{STREAM}/dialogue_1.flac", "tests/data/jfk.flac",
@@ -158,6 +158,11 @@ JOBS: tuple[Job, ...] = (
     # -- voice to voice --------------------------------------------------------------------------------------------
     Job("voice", "voice.json", _bench("voice"), 1000,
         about="spoken questions in real time through VAD → streaming ASR → answer → TTS, per answer method"),
+    # -- duplex and long sessions ----------------------------------------------------------------------------------
+    Job("duplex", "duplex.json", _bench("duplex"), 600,
+        about="echo cancellation, barge-in and end of turn on simulated rooms (audio time)"),
+    Job("soak", "soak.json", _bench("soak", "--minutes", "60", "--speed", "1"), 3700,
+        about="an hour of speech through the live transcription pipeline: RSS, queues, latency per 10 min"),
 )
 
 

@@ -77,13 +77,15 @@ METHODS: dict[str, dict] = {
     "specasr": {"asr": {"method": "specasr"}},
     "ar_padded": {"asr": {"method": "ar", "encoder_window": "padded"}},
     "ar_w6": {"asr": {"method": "ar", "encoder_min_s": 6.0}},  # scaled, windows down to 6 s
+    "ssd_w6": {"asr": {"method": "ssd", "encoder_min_s": 6.0}},
+    "ssd_lossless_w6": {"asr": {"method": "ssd", "tau_ctc": 0.0, "tau_slm": 0.5, "encoder_min_s": 6.0}},
     # whisper_streaming's final rule (LocalAgreement-2 commits + the last tail) instead of the whole-utterance decode
     "ar_la2_final": {"asr": {"method": "ar", "final_full": False}},
     "ssd_padded": {"asr": {"method": "ssd", "encoder_window": "padded"}},
 }
 DEFAULT_METHODS = ["ar", "ssd", "ssd_lossless", "ar_padded", "ssd_padded", "specasr"]
 BASELINE = "ar_padded"
-AR_OF = {"ar_w6": "ar", "ar_la2_final": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
+AR_OF = {"ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
 
 
 # --------------------------------------------------------------------------------------------------------- metrics
