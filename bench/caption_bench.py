@@ -3,7 +3,9 @@
 
 Methods (ssbd_live_translation.txt): ``ar`` — AR re-translation from scratch, every update shown whole;
 ``ssbd`` — SSBD (Algorithm 1, β of Eq. 5 from the config), shown whole; ``ssbd_mask`` — SSBD with display-only
-mask-k (``caption.mask_k`` tokens hidden until the source is final). The translator is built by
+mask-k (``caption.mask_k`` tokens hidden until the source is final). Methods run one after the other, each as one
+session over all files (its translator, and so its cached prompt prefix, kept across files; the first file is
+played once untimed before). The translator is built by
 :func:`engine.runtime.build_translator` and wrapped by :func:`engine.caption.guarded`, the job policy is
 :class:`engine.caption.CaptionLoop` (every final in order, then only the newest partial).
 
@@ -210,15 +212,23 @@ def answers_instead(item: dict | None, source: str, caption: str, target: str) -
 
 
 # -------------------------------------------------------------------------------------------------------- run
-def run_one(rt, cfg, audio: np.ndarray, target: str) -> dict:
-    """Play ``audio`` (float32 16 kHz) in real time through the caption path of ``cfg``."""
-    from audio.sources import ArraySource
-    from engine.caption import CaptionLoop, guarded
-    from engine.events import Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
+def translator(rt, cfg, target: str):
+    """The caption translator of ``cfg`` exactly as ``specvoice caption`` builds it, behind the fidelity guard."""
+    from engine.caption import guarded
     from engine.runtime import build_translator
+
+    return guarded(build_translator(cfg, rt, target))
+
+
+def run_one(rt, cfg, audio: np.ndarray, tr) -> dict:
+    """Play ``audio`` (float32 16 kHz) in real time through the caption path of ``cfg`` with the session's
+    translator ``tr`` (one per method, kept across files like one ``specvoice caption`` session)."""
+    from audio.sources import ArraySource
+    from engine.caption import CaptionLoop
+    from engine.events import Error, FinalTranscript, SpeechEnded, SpeechStarted
     from engine.ssbd import normalized_erasure
 
-    tr = guarded(build_translator(cfg, rt, target))
+    g0, f0, e0 = tr.guard_stats.triggered, tr.guard_stats.replacement_failed, len(tr.guard_stats.events)
     marks: dict[int, dict] = {}
     lock = threading.Lock()
     errors: list[str] = []
@@ -270,8 +280,8 @@ def run_one(rt, cfg, audio: np.ndarray, target: str) -> dict:
     gs = tr.guard_stats
     return {"utterances": rows, "transcript": " ".join(r["transcript"] for r in rows),
             "caption": " ".join(r["caption"] for r in rows),
-            "guard_triggers": gs.triggered, "guard_replacement_failed": gs.replacement_failed,
-            "guard_events": [dataclasses.asdict(e) for e in gs.events], "errors": errors}
+            "guard_triggers": gs.triggered - g0, "guard_replacement_failed": gs.replacement_failed - f0,
+            "guard_events": [dataclasses.asdict(e) for e in gs.events[e0:]], "errors": errors}
 
 
 def summarise(rows: list[dict], items: dict, target: str) -> dict:
@@ -351,13 +361,16 @@ def main(argv=None) -> int:
             audios[f] = load_audio(f)
         except AudioError as e:
             print(f"skipped {f}: {e}", file=sys.stderr)
-    run_one(rt, cfg, next(iter(audios.values())), target)  # warm-up: first-call costs stay out of the numbers
     results: dict[str, list[dict]] = {m: [] for m in args.methods}
-    for f, audio in audios.items():  # methods interleaved per file: machine drift hits all alike
-        it = items.get(f.name) if f.parent.resolve() == DATA.resolve() else None
-        for meth in args.methods:
-            mcfg = dataclasses.replace(cfg, caption=dataclasses.replace(cfg.caption, **METHODS[meth]))
-            r = run_one(rt, mcfg, audio, target)
+    # one session per method (its translator keeps the prompt prefix cached across files, as in a live session);
+    # the first file is played once untimed so first-call costs stay out of the numbers
+    for meth in args.methods:
+        mcfg = dataclasses.replace(cfg, caption=dataclasses.replace(cfg.caption, **METHODS[meth]))
+        tr = translator(rt, mcfg, target)
+        run_one(rt, mcfg, next(iter(audios.values())), tr)
+        for f, audio in audios.items():
+            it = items.get(f.name) if f.parent.resolve() == DATA.resolve() else None
+            r = run_one(rt, mcfg, audio, tr)
             r["file"] = f.name
             r["source_text"] = it["text"] if it else None
             r["answers"], r["answer_check"] = answers_instead(it, it["text"] if it else r["transcript"],
