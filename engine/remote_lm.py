@@ -660,9 +660,9 @@ class RemoteLM:
                     out[0] = self._score([tokens[0]], 0)[0]
                     continue
                 spurious = tokens[r] if echo else None
-            else:
-                e = entries[r + 1] if echo and r + 1 < len(entries) else (entries[-1] if entries and r == n - 1 and
-                                                                          not echo else None)
+            else:  # entry k predicts token k (entry n: the generated token); without echo only that one
+                k = r + 1 if echo else 0
+                e = entries[k] if k < len(entries) else None
                 spurious = None
             nxt = tokens[r + 1] if r + 1 < n else None
             if e is None and r == n - 1 and stop:
