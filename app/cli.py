@@ -604,6 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     from audio.io import AudioError
     from engine.config import ConfigError
     from engine.lm import ModelLoadError
+    from engine.remote_lm import RemoteLMError
     from engine.models import ModelError
 
     args = _parser().parse_args(argv)
@@ -651,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         report.update(COMMANDS[args.cmd](args, cfg, rt, printer, live))
         report["models"] = report.get("models") or rt.describe()
         report["load_s"] = rt.load_times.seconds
-    except (AudioError, ModelError, ConfigError, ModelLoadError, _UsageError) as e:
+    except (AudioError, ModelError, ConfigError, ModelLoadError, RemoteLMError, _UsageError) as e:
         print(f"specvoice: error: {e}", file=sys.stderr)
         report["error"] = str(e)
         code, status = EXIT_USAGE, "error"

@@ -222,6 +222,13 @@ def run(args) -> dict:
 
 
 def main(argv=None) -> int:
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--backend=remote" in argv or any(a == "--backend" and b == "remote" for a, b in zip(argv, argv[1:])):
+        from bench.remote_bench import main as remote_main  # the same streams over an LLM server vs in-process
+
+        return remote_main(argv)
     p = argparse.ArgumentParser(prog="specvoice bench predgen", description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", default="mtbench", help="mtbench | gsm8k | a .jsonl with 'turns' or 'question'")
     p.add_argument("--stream", help="partial-transcript stream JSON (PredGen simulated-inputs format)")
@@ -233,6 +240,8 @@ def main(argv=None) -> int:
     p.add_argument("--top-k", type=int, default=3)
     p.add_argument("--budget", type=int, default=8, help="tokens per speculative update")
     p.add_argument("--max-tokens", type=int, default=48, help="answer length generated per turn")
+    p.add_argument("--backend", choices=["local", "remote"], default="local",
+                   help="remote: local vs LLM-server PredGen on the same streams (bench/remote_bench.py)")
     p.add_argument("--role", default="llm_target")
     p.add_argument("--model", help="a GGUF path or hub id for the llm_target role")
     p.add_argument("--config")

@@ -114,6 +114,16 @@ class LlmConfig:
     predgen_speculation_threads: int = 1  # CPU threads for speculation while the user speaks (0 = all)
     predgen_top_k: int = 3
     predgen_tokens_per_update: int = 8
+    # an LLM server instead of in-process llama.cpp (engine/remote_lm.py; README "Use an LLM server")
+    backend: str = "local"  # "local" | "remote"
+    base_url: str = ""  # remote: http://host:port of vLLM / SGLang / llama_cpp.server
+    model: str = ""  # remote: served model name ("" = the server's first)
+    api_key_env: str = ""  # remote: name of the environment variable holding the API key (never the key itself)
+    tokenizer: str = ""  # remote: the served model's tokenizer, .gguf or directory ("" = model_role's GGUF)
+    remote_api: str = "auto"  # auto | openai | sglang
+    remote_top_n: int = 5  # log-probs per position (≥ predgen_top_k; vLLM caps it at --max-logprobs)
+    remote_timeout_s: float = 30.0
+    remote_retries: int = 2
 
 
 @dataclass(frozen=True)
@@ -351,6 +361,19 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "models.vad": ("Model: VAD", "embedded or a Silero VAD .onnx path."),
     "audio.input_device": ("Input device", "Microphone (name or index); empty = system default."),
     "audio.output_device": ("Output device", "Speaker (name or index); empty = default; 'none' = never play."),
+    "llm.backend": ("LLM backend", "local = llama.cpp in this process; remote = an LLM server (vLLM, SGLang, "
+                    "llama_cpp.server) at llm.base_url; PredGen/SSBD need its prompt log-probabilities."),
+    "llm.base_url": ("LLM server URL", "http://host:port of the server (llm.backend = remote)."),
+    "llm.model": ("Served model", "The model name on the server; empty = its first."),
+    "llm.api_key_env": ("API key variable", "Name of the environment variable holding the server's API key; the "
+                        "key itself is never stored or logged."),
+    "llm.tokenizer": ("Server model tokenizer", "The served model's tokenizer (.gguf or directory), checked against "
+                      "the server at connect time; empty = the local GGUF of llm.model_role."),
+    "llm.remote_api": ("Server API", "auto-detect, OpenAI /v1/completions, or SGLang /generate."),
+    "llm.remote_top_n": ("Log-probs per position", "Top-N log-probabilities the server returns per position "
+                         "(greedy is exact when top-1 is returned; top-k needs k ≤ N)."),
+    "llm.remote_timeout_s": ("Server time-out (s)", "Per request."),
+    "llm.remote_retries": ("Server retries", "Retries with exponential back-off on connection errors and 5xx."),
     "duplex.echo_cancellation": ("Echo cancellation", "WebRTC AEC3 (livekit) removes the assistant's own voice from "
                                  "the microphone, with what the speaker plays as reference (microphone + speaker)."),
     "duplex.noise_suppression": ("Noise suppression", "WebRTC noise suppression on the microphone."),
@@ -380,6 +403,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "tts.engine": ("piper", "codec"),
     "tts.codec_method": ("pcg", "sd", "ssd", "ar"),
     "duplex.end_of_turn": ("vad", "smart_turn"),
+    "llm.backend": ("local", "remote"),
+    "llm.remote_api": ("auto", "openai", "sglang"),
 }
 
 RANGES: dict[str, tuple[float, float]] = {
@@ -395,6 +420,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "duplex.turn_threshold": (0.05, 0.95), "duplex.turn_pause_s": (0.1, 1.0), "duplex.turn_max_silence_s": (0.5, 5.0),
     "duplex.barge_in_min_speech_s": (0.03, 0.5), "duplex.barge_in_threshold": (0.1, 0.9),
     "duplex.input_latency_ms": (0.0, 500.0),
+    "llm.remote_top_n": (2, 20), "llm.remote_timeout_s": (1.0, 600.0), "llm.remote_retries": (0, 10),
 }
 
 
@@ -410,6 +436,8 @@ def validate(cfg: "Config") -> None:
         v = getattr(getattr(cfg, section), name)
         if v not in options:
             raise ConfigError(f"{key} = {v!r}: choose one of {', '.join(options)}")
+    if cfg.llm.backend == "remote" and not cfg.llm.base_url:
+        raise ConfigError("llm.base_url is required with llm.backend = remote")
     from .caption import LANGUAGES, language_code
 
     lang = cfg.caption.target_language

@@ -191,6 +191,26 @@ class Runtime:
         """A llama.cpp context on the role's GGUF. Another ``instance`` (e.g. "judge") is a second context on the
         same file: the weights are mmap-shared, only its KV cache is new."""
         role = role or self.cfg.llm.model_role
+        c = self.cfg.llm
+        if c.backend == "remote":
+            def build_remote():
+                from .models import ModelError
+                from .remote_lm import RemoteLM
+
+                tok = c.tokenizer or None
+                if tok is None:
+                    try:
+                        tok = str(self.model(role).path)
+                    except ModelError:
+                        tok = None  # the server's tokenisation endpoints
+                return RemoteLM(c.base_url, model=c.model or None, tokenizer=tok, api=c.remote_api,
+                                api_key_env=c.api_key_env or None, n_ctx=n_ctx or c.n_ctx,
+                                top_n=max(c.remote_top_n, c.predgen_top_k), timeout_s=c.remote_timeout_s,
+                                retries=c.remote_retries,
+                                require_prompt_logprobs=not (c.answer_method == "cascade"
+                                                             and self.cfg.caption.method == "ar"))
+
+            return self._get(f"llm:remote:{role}:{instance}", build_remote)
 
         def build():
             from .lm import LlamaCppLM

@@ -293,3 +293,15 @@ def test_ssbd_greedy_same_translation_as_in_process(remote, local):
         if w.tokens != g.tokens:
             same_or_near_tie(local, tr.prompt_tokens(s), w.tokens, g.tokens)
     assert all(u.forward_passes >= 1 for u in got)
+
+
+def test_cli_with_a_server_that_is_down_is_one_error_line(tmp_path, capsys):
+    """``llm.backend=remote`` through the same Runtime the CLI and GUI use: a dead server is one clear line, exit 2."""
+    from app.cli import main
+
+    rc = main(["assist", "--fast", "--no-play", "--set", "llm.backend=remote", "--set",
+               f"llm.base_url=http://127.0.0.1:{_free_port()}", "--set", "llm.remote_retries=0",
+               "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1].startswith("specvoice: error: LLM server at http://127.0.0.1:")
+    assert "Traceback" not in "\n".join(err)
