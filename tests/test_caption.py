@@ -97,11 +97,14 @@ def test_guard_language_check_per_target():
 
 
 def test_frames_put_the_source_in_delimiters():
-    msgs, tag = build_messages(QUESTION, "German")
+    msgs, tag = build_messages(QUESTION, "German", "fewshot")
     assert msgs[-1]["content"] == f"<source>{QUESTION}</source>" and tag == ""
     assert any(m["role"] == "assistant" and m["content"].endswith("?") for m in msgs)  # a question stays one
-    msgs, tag = build_messages(QUESTION, "French", "strict")
-    assert tag == "French:" and "do not answer" in msgs[-1]["content"]
+    msgs, tag = build_messages(QUESTION, "French")
+    assert tag == "French:" and "do not answer" in msgs[-1]["content"] and msgs[-1]["content"].endswith(
+        f"<source>{QUESTION}</source>")
+    guard, _ = build_messages(QUESTION, "French", "guard")
+    assert guard[:-1] == msgs[:-1] and guard[-1] != msgs[-1]  # the cached prefix is shared, the last turn differs
     with pytest.raises(ValueError):
         build_messages(QUESTION, "German", "chatty")
     assert language_code("German") == "de" and language_code("es") == "es" and language_code("Klingon") is None
