@@ -369,7 +369,9 @@ def guarded(translator, on_trigger=None) -> GuardedTranslator:
 
 class CaptionLoop:
     """The caption thread of ``specvoice caption``: every final transcript is translated, in order, before the
-    newest partial (older partials are stale and replaced); the translator is reset at each new utterance.
+    newest partial (older partials are stale and replaced); the translator is reset at each new utterance. A final
+    transcript cancels the partial translation in flight (its update is not shown), so the final caption does not
+    wait for a stale partial.
 
     Args:
         translator: a live translator (``translate_ssbd``, ``reset``), e.g. :func:`guarded` SSBD.
@@ -388,6 +390,8 @@ class CaptionLoop:
         self._partial = None
         self._stop = False
         self._utt = None
+        self._cancel = threading.Event()
+        self.cancelled = 0  # partial translations cut short by a final transcript
         self._thread = threading.Thread(target=self._run, name="caption", daemon=True)
         self._thread.start()
 
@@ -405,6 +409,7 @@ class CaptionLoop:
             with self._cond:
                 self._finals.append((ev.utterance, ev.text, True, time.monotonic()))
                 self._partial = None
+                self._cancel.set()
                 self._cond.notify()
 
     def close(self, timeout: float | None = None) -> None:
@@ -425,12 +430,16 @@ class CaptionLoop:
                     job, self._partial = self._partial, None
                 else:
                     return
+                self._cancel.clear()
             utt, text, final, wall = job
             try:
                 if self._utt != utt:
                     self.translator.reset()
                     self._utt = utt
-                u = self.translator.translate_ssbd(text, final=final)
+                u = self.translator.translate_ssbd(text, final=final, cancel=None if final else self._cancel)
+                if not final and self._cancel.is_set():
+                    self.cancelled += 1
+                    continue
                 self.on_caption(utt, u, wall)
             except Exception as e:
                 self.error = f"{type(e).__name__}: {e}"

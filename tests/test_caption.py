@@ -155,3 +155,27 @@ def test_config_target_language():
     for bad in ("Klingon", "en", ""):
         with pytest.raises(ConfigError, match="target_language"):
             validate(Config().with_overrides({"caption": {"target_language": bad}}))
+
+
+class _Slow(_Echo):
+    """A partial translation that runs until it is cancelled."""
+
+    def translate_ssbd(self, source, final=False, cancel=None):
+        if not final:
+            self.gate.set()
+            assert cancel is not None and cancel.wait(10)
+        self.jobs.append((source, final))
+        return SSBDUpdate(source, [], source, source, "", 0, 0, 0, 0, 0.0, final)
+
+
+def test_caption_loop_final_cancels_the_partial_in_flight():
+    from engine.events import FinalTranscript, PartialTranscript
+
+    tr, shown = _Slow(), []
+    loop = CaptionLoop(tr, lambda utt, u, wall: shown.append((u.text, u.final)))
+    loop.on_event(PartialTranscript(0, "a b", "", 0.5, 0.0))
+    assert tr.gate.wait(5)  # the partial is being translated
+    t0 = time.monotonic()
+    loop.on_event(FinalTranscript(0, "a b c", (), 0.0, 1.0))
+    loop.close(timeout=10)
+    assert shown == [("a b c", True)] and loop.cancelled == 1 and time.monotonic() - t0 < 5
