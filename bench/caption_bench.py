@@ -281,7 +281,8 @@ def run_one(rt, cfg, audio: np.ndarray, tr) -> dict:
     return {"utterances": rows, "transcript": " ".join(r["transcript"] for r in rows),
             "caption": " ".join(r["caption"] for r in rows),
             "guard_triggers": gs.triggered - g0, "guard_replacement_failed": gs.replacement_failed - f0,
-            "guard_events": [dataclasses.asdict(e) for e in gs.events[e0:]], "errors": errors}
+            "guard_events": [dataclasses.asdict(e) for e in gs.events[e0:]], "partials_cancelled": loop.cancelled,
+            "errors": errors}
 
 
 def summarise(rows: list[dict], items: dict, target: str) -> dict:
@@ -305,6 +306,7 @@ def summarise(rows: list[dict], items: dict, target: str) -> dict:
             "first_caption_s_p90": pct([x["first_caption_s"] for x in u], 90),
             "guard_triggers": sum(r["guard_triggers"] for r in rows),
             "guard_replacement_failed": sum(r["guard_replacement_failed"] for r in rows),
+            "partials_cancelled_by_final": sum(r.get("partials_cancelled", 0) for r in rows),
             "answers_instead_of_translating": len(ans),
             "answers_among_questions_commands": sum(items.get(r["file"], {}).get("kind") in ("question", "command")
                                                     for r in ans),
