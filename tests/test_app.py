@@ -251,7 +251,7 @@ def test_stop_returns_at_once_and_the_session_ends_in_the_background(qtbot, wind
     w.mode_caption.setChecked(True)  # a translation in flight as well as the ASR
     w.add_file_input(str(jfk_path))
     w.handsfree.setChecked(True)
-    qtbot.waitUntil(lambda: len(partials) >= 2, timeout=240_000)
+    qtbot.waitUntil(lambda: len(partials) >= 1, timeout=240_000)  # the session is live
     t0 = time.monotonic()
     with qtbot.waitSignal(w.ctl.session_ended, timeout=60_000):
         w.handsfree.setChecked(False)  # the GUI thread calls stop()

@@ -127,9 +127,13 @@ def test_corrupted_and_missing_model_parts(tmp_path, runtime):
     assert r.returncode == 0 and joined.exists()
 
 
-def test_ctrl_c_keeps_what_was_transcribed(tmp_path, jfk_path):
+def test_ctrl_c_keeps_what_was_transcribed(tmp_path, jfk_audio):
+    import soundfile as sf
+
+    long = tmp_path / "jfk_x4.wav"  # 44 s: Ctrl-C surely lands while audio is still playing, however loaded the CPU
+    sf.write(str(long), np.tile(jfk_audio, 4), 16000)
     env = dict(os.environ)
-    p = subprocess.Popen([sys.executable, "-m", "app.cli", "transcribe", str(jfk_path), "--out", str(tmp_path),
+    p = subprocess.Popen([sys.executable, "-m", "app.cli", "transcribe", str(long), "--out", str(tmp_path),
                           "--set", "asr.model_role=asr_draft"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     transcript = tmp_path / "transcribe-transcript.txt"
