@@ -145,7 +145,7 @@ class ResolvedModel:
         role: the role name.
         kind: ``ct2_whisper`` (``path`` is a directory with model.bin, config.json, tokenizer.json),
             ``gguf`` (``path`` is the .gguf file), ``piper`` (``path`` is the .onnx; ``config`` its JSON),
-            ``onnx`` (``path`` is the .onnx file), or ``hub_whisper`` (``path`` is a hub id string).
+            ``onnx`` (``path`` is the .onnx file).
         source: ``embedded``, ``path`` or ``hub``.
     """
 
@@ -333,8 +333,16 @@ def _resolve_path(role: str, p: Path) -> ResolvedModel:
 def _resolve_hub(role: str, spec: str, cache_dir: Path) -> ResolvedModel:
     kind = EMBEDDED[role].kind
     if kind == "ct2_whisper":
-        # faster-whisper downloads CTranslate2 repos itself (e.g. "Systran/faster-whisper-base")
-        return ResolvedModel(role, "hub_whisper", spec, "hub")
+        # a CTranslate2 Whisper repo (e.g. "Systran/faster-whisper-base"), fetched now with faster-whisper's own
+        # downloader so that an unreachable hub is a ModelError here, not a failure inside the engine later
+        try:
+            from faster_whisper.utils import download_model
+
+            local = Path(download_model(spec, cache_dir=str(cache_dir / "hub")))
+        except Exception as e:
+            raise ModelError(f"model for {role}: cannot fetch {spec} from the hub ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        return ResolvedModel(role, "ct2_whisper", local, "hub")
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:  # pragma: no cover - huggingface_hub comes with faster-whisper
@@ -406,8 +414,6 @@ def check_model(name: str, cfg: Config, *, progress: bool = False) -> dict:
 
 
 def _check_resolved(m: ResolvedModel) -> list[Path]:
-    if m.kind == "hub_whisper":
-        return []  # fetched by faster-whisper on first use (needs a network): nothing local to open
     p = Path(m.path)
     if m.kind == "ct2_whisper":
         for side in ("config.json", "tokenizer.json"):

@@ -1,0 +1,42 @@
+"""The README's model-override examples, run as written (a local path for the file the README names; a hub id needs
+a network, so offline it must fail with one clear line)."""
+
+import pytest
+
+from app.cli import main
+
+
+def test_cli_model_flag_with_a_local_gguf(tmp_path, small_gguf, capsys):
+    # README: specvoice assist --model llm_target=/models/qwen2.5-7b-instruct-q4_k_m.gguf
+    rc = main(["assist", "--fast", "--no-play", "--model", f"llm_target={small_gguf}",
+               "--set", "llm.max_answer_tokens=24", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "assistant:" in out
+
+
+def test_environment_override_with_a_local_whisper(tmp_path, runtime, jfk_path, monkeypatch, capsys):
+    # README: SPECVOICE_MODEL_ASR_TARGET=Systran/faster-whisper-small specvoice transcribe talk.wav
+    monkeypatch.setenv("SPECVOICE_MODEL_ASR_TARGET", str(runtime.model("asr_draft").path))  # tiny.en as the target
+    rc = main(["transcribe", str(jfk_path), "--fast", "--out", str(tmp_path)])
+    out = capsys.readouterr().out.lower()
+    assert rc == 0 and "your country" in out
+
+
+def test_config_file_models_section(tmp_path, small_gguf, jfk_path, capsys):
+    # README: specvoice caption talk.wav --config my.toml    # [models] llm_target = "..."
+    cfg = tmp_path / "my.toml"
+    cfg.write_text(f'[models]\nllm_target = "{small_gguf}"\n[caption]\nmax_tokens = 24\n')
+    rc = main(["caption", str(jfk_path), "--fast", "--config", str(cfg), "--out", str(tmp_path)])
+    assert rc == 0 and capsys.readouterr().out.strip()
+
+
+@pytest.mark.parametrize("spec", ["Systran/faster-whisper-small", "org/repo:file.gguf"])
+def test_a_hub_id_offline_is_one_clear_error(tmp_path, jfk_path, monkeypatch, capsys, spec):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    role = "ASR_TARGET" if "whisper" in spec else "LLM_TARGET"
+    monkeypatch.setenv(f"SPECVOICE_MODEL_{role}", spec)
+    cmd = "transcribe" if role == "ASR_TARGET" else "assist"
+    rc = main([cmd, str(jfk_path), "--fast", "--no-play", "--out", str(tmp_path)] if cmd == "assist"
+              else [cmd, str(jfk_path), "--fast", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1].startswith("specvoice: error:") and "Traceback" not in "\n".join(err)
