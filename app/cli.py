@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--no-play", action="store_true", help="never play audio (it is always written to a WAV)")
     c = sub.add_parser("caption", parents=[common], help="live caption and translation")
     src_args(c, audio_required=False)
-    c.add_argument("--to", default="de", help="target language code or name (default: de)")
+    c.add_argument("--to", default=None, help="target language code or name (default: caption.target_language)")
     e = sub.add_parser("export", help="render the journal as TXT, SRT or VTT (one continuous clock)")
     e.add_argument("file", help="output file; the format follows its suffix: .txt, .srt or .vtt")
     e.add_argument("--journal", default=None, metavar="FILE", help="journal to read (default: OUT/journal.jsonl)")
@@ -447,7 +447,9 @@ def cmd_caption(args, cfg, rt, printer, live: Live) -> dict:
     from engine.events import Caption, FinalTranscript, PartialTranscript
     from engine.runtime import build_translator
 
-    translator = build_translator(cfg, rt, args.to)
+    args.to = args.to or cfg.caption.target_language
+    translator = build_translator(cfg, rt, args.to,
+                                  on_trigger=lambda ev: printer.line(f"(caption re-translated: {', '.join(ev.reasons)})"))
     printer.line(f"captioning into {language_name(args.to)} ({cfg.caption.method}, β={cfg.caption.beta}, "
                  f"mask-k={cfg.caption.mask_k}{' display-only' if cfg.caption.display_only_mask else ''})")
     # jobs: every final, in order, before the newest partial (older partials are stale and replaced)
@@ -539,7 +541,16 @@ def cmd_caption(args, cfg, rt, printer, live: Live) -> dict:
                         "final": [c.translation for c in captions if c.final],
                         "ne_mean": _r(np.mean([u["ne"] for u in utts])) if utts else None,
                         "compute_s_mean": _r(np.mean([c.compute_s for c in captions])) if captions else None,
-                        "tokens_per_s_mean": _r(np.mean(tps), 2) if tps else None, "utterances": utts}}
+                        "tokens_per_s_mean": _r(np.mean(tps), 2) if tps else None, "utterances": utts,
+                        "guard": _guard_report(translator)}}
+
+
+def _guard_report(translator) -> dict | None:
+    g = getattr(translator, "guard_stats", None)
+    if g is None:
+        return None
+    return {"checked": g.checked, "triggered": g.triggered, "replacement_failed": g.replacement_failed,
+            "events": [getattr(e, "__dict__", str(e)) for e in g.events]}
 
 
 def cmd_models(args, cfg, rt, printer, live=None) -> dict:

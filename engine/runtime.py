@@ -273,9 +273,10 @@ def build_assistant(cfg: Config, rt: Runtime, emit):
                             judge_lm=judge, speculation_threads=c.predgen_speculation_threads)
 
 
-def build_translator(cfg: Config, rt: Runtime, target: str):
+def build_translator(cfg: Config, rt: Runtime, target: str, on_trigger=None):
     """The live translator per ``cfg.caption.method``: SSBD (previous translation as the draft) or the AR
-    re-translation baseline, into ``target`` (a language code or name).
+    re-translation baseline, into ``target`` (a language code or name), wrapped in the caption fidelity guard
+    (:func:`engine.caption.guarded`; ``on_trigger(event)`` is told each re-translation).
 
     Raises:
         ConfigError: an unknown ``caption.method``.
@@ -287,7 +288,12 @@ def build_translator(cfg: Config, rt: Runtime, target: str):
     c = cfg.caption
     if c.method not in ("ssbd", "ar"):
         raise ConfigError(f"caption.method must be 'ssbd' or 'ar', got {c.method!r}")
+    from .caption import guarded
+
     lm = rt.llm(c.model_role)
     if c.method == "ssbd":
-        return SSBDTranslator(lm, target, c.max_tokens, beta=c.beta, mask_k=c.mask_k, display_only=c.display_only_mask)
-    return ARRetranslator(lm, target, c.max_tokens, mask_k=c.mask_k if c.display_only_mask else 0)
+        t = SSBDTranslator(lm, target, c.max_tokens, beta=c.beta, mask_k=c.mask_k, display_only=c.display_only_mask)
+    else:
+        t = ARRetranslator(lm, target, c.max_tokens, mask_k=c.mask_k if c.display_only_mask else 0)
+    # every final caption passes the fidelity guard: one that answers instead of translating is re-translated
+    return guarded(t, on_trigger)

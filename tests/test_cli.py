@@ -162,7 +162,7 @@ def test_caption_worker_error_ends_the_run_with_one_line(tmp_path, jfk_path, mon
         def translate_ssbd(self, text, final=False):
             raise RuntimeError("translator exploded")
 
-    monkeypatch.setattr(engine.runtime, "build_translator", lambda cfg, rt, target: Broken())
+    monkeypatch.setattr(engine.runtime, "build_translator", lambda cfg, rt, target, on_trigger=None: Broken())
     result = {}
     th = threading.Thread(target=lambda: result.setdefault("code", main(
         ["caption", str(jfk_path), "--out", str(tmp_path), "--set", "asr.model_role=asr_draft"])), daemon=True)
