@@ -100,6 +100,8 @@ class MainWindow(QMainWindow):
         self.modes.addButton(self.mode_caption)
         self.language = QComboBox()
         self.language.addItems(["de", "fr", "es", "it", "pt", "nl", "zh", "ja"])
+        self.language.setEditable(True)  # any code or English name caption.target_language accepts
+        self.language.setCurrentText(_language_code(self.ctl.cfg.caption.target_language))
         self.status_label = QLabel("starting…")
         self.loading = QProgressBar()  # models load once, on a worker thread: a busy indicator meanwhile
         self.loading.setRange(0, 0)
@@ -407,3 +409,10 @@ def run_app(argv=None) -> int:
     w.ctl.stop()
     w.ctl.wait_stopped(timeout=10)
     return code
+
+
+def _language_code(name: str) -> str:
+    """``caption.target_language`` ("German", "de", …) as the code the language box lists, or as given."""
+    codes = {"german": "de", "french": "fr", "spanish": "es", "italian": "it", "portuguese": "pt", "dutch": "nl",
+             "chinese": "zh", "japanese": "ja"}
+    return codes.get(name.strip().lower(), name.strip())

@@ -335,3 +335,13 @@ sys.exit(app.exec() or (0 if w.ctl.wait_stopped(timeout=30) else 3))
     r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_caption_language_follows_the_setting(qtbot, tmp_path, store):
+    from app.controller import EngineController
+    from app.main_window import MainWindow
+
+    cfg = Config().with_overrides({"caption": {"target_language": "French"}, "audio": {"output_device": "none"}})
+    w = MainWindow(EngineController(cfg), store, history_path=tmp_path / "history.jsonl")
+    qtbot.addWidget(w)
+    assert w.language.currentText() == "fr"
