@@ -159,6 +159,8 @@ JOBS: tuple[Job, ...] = (
     Job("voice", "voice.json", _bench("voice"), 1000,
         about="spoken questions in real time through VAD → streaming ASR → answer → TTS, per answer method"),
     # -- duplex and long sessions ----------------------------------------------------------------------------------
+    Job("caption-default", "caption_default_contended.json", _bench("caption", "--methods", "ssbd_mask"), 700,
+        about="live captions on 65 spoken inputs, the default method (answers vs translations, chrF, NE, latency)"),
     Job("duplex", "duplex.json", _bench("duplex"), 600,
         about="echo cancellation, barge-in and end of turn on simulated rooms (audio time)"),
     Job("soak", "soak.json", _bench("soak", "--minutes", "60", "--speed", "1"), 3700,
