@@ -135,7 +135,9 @@ def test_ctrl_c_keeps_what_was_transcribed(tmp_path, jfk_audio):
     env = dict(os.environ)
     p = subprocess.Popen([sys.executable, "-m", "app.cli", "transcribe", str(long), "--out", str(tmp_path),
                           "--set", "asr.model_role=asr_draft"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         # a runner started in the background (SIGINT ignored) must not pass that on to the CLI
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     transcript = tmp_path / "transcribe-transcript.txt"
     deadline = time.time() + 120
     while time.time() < deadline and not (transcript.exists() and transcript.read_text().strip()):

@@ -85,9 +85,11 @@ def test_local_path_and_env_override(tmp_path, monkeypatch):
         resolve("asr_target", load_config(None, {"asr_target": str(tmp_path / "notwhisper")}), progress=False)
 
 
-def test_hub_id_is_recognised_without_network():
-    m = resolve("asr_target", load_config(None, {"asr_target": "Systran/faster-whisper-base"}), progress=False)
-    assert m.source == "hub" and m.path == "Systran/faster-whisper-base"
+def test_hub_id_is_recognised_without_network(monkeypatch):
+    """A hub id is fetched when resolved; offline that is one clear ModelError naming the id and the hub."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match=r"asr_target: cannot fetch Systran/faster-whisper-base from the hub"):
+        resolve("asr_target", load_config(None, {"asr_target": "Systran/faster-whisper-base"}), progress=False)
 
 
 def test_config_file_and_bad_values(tmp_path):
