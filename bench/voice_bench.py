@@ -45,6 +45,7 @@ METHODS = {  # name → overrides of the [llm] section (every method answers wit
     "cascade_prefill": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_tokens_per_update": 0},
     "predgen": {"answer_method": "predgen", "predgen_verifier": "greedy"},
     "predgen_top_k": {"answer_method": "predgen", "predgen_verifier": "top_k"},
+    "predgen_t1": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_speculation_threads": 1},
     # the same with every core for speculation (the ASR still preempts it: the answer thread runs at nice +10)
     "cascade_prefill_t2": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_tokens_per_update": 0,
                            "predgen_speculation_threads": 2},

@@ -111,7 +111,8 @@ class LlmConfig:
     answer_method: str = "predgen"  # "predgen" (speculate while the user speaks) or "cascade" (plain AR)
     # PredGen (predgen.txt)
     predgen_verifier: str = "greedy"  # greedy | top_k | reflection | biased
-    predgen_speculation_threads: int = 1  # CPU threads for speculation while the user speaks (0 = all)
+    # LLM threads while the user speaks (0 = all): bench/results/voice.json; speculation yields to every ASR decode
+    predgen_speculation_threads: int = 0
     predgen_top_k: int = 3
     predgen_tokens_per_update: int = 8
     # an LLM server instead of in-process llama.cpp (engine/remote_lm.py; README "Use an LLM server")
@@ -328,8 +329,9 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "llm.predgen_tokens_per_update": ("PredGen tokens per update", "Work budget of one speculative update while "
                                       "you speak (tokens); 0 = only pre-fill the partial prompt (cascade + "
                                       "incremental prefill)."),
-    "llm.predgen_speculation_threads": ("PredGen speculation threads", "CPU threads for speculation while you "
-                                        "speak (0 = all); it runs at low priority so the ASR is never delayed."),
+    "llm.predgen_speculation_threads": ("PredGen speculation threads", "LLM threads for speculation while you "
+                                        "speak (0 = all); it pauses during every ASR decode and runs at low "
+                                        "priority, so the ASR is never delayed."),
     "llm.max_answer_tokens": ("Max answer tokens", "Longest answer, in tokens."),
     "caption.method": ("Caption method", "ssbd = previous translation as the draft (SSBD, "
                        "ssbd_live_translation.txt Algorithm 1); ar = re-translate from scratch."),
