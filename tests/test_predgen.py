@@ -267,3 +267,19 @@ def test_speculation_waits_while_an_asr_decode_runs(pg_factory):
     starts.clear()
     pg.update("Name three colours of the rainbow")  # no decode in flight: no waiting
     assert starts
+
+
+def test_predgen_acceptance_goes_through_the_core(pg_factory, monkeypatch):
+    """Break engine.verify's greedy rule once (accept every draft token): PredGen's final answer then keeps a stale
+    candidate that greedy decoding of the final prompt rejects — so PredGen's acceptance is the core's."""
+    import engine.verify as V
+
+    partial, final = "Name one fruit that is red", "Name one vegetable that is green."
+    ref = pg_factory("greedy").finish(final).answer_tokens  # the cascade's answer
+    pg = pg_factory("greedy", tokens_per_update=12)
+    pg.update(partial)
+    stale = list(pg.cand.response)
+    assert stale and stale != ref[: len(stale)]  # the candidate for the partial is not the final's answer
+    monkeypatch.setattr(V, "greedy", lambda rows, draft: V.Verdict(len(draft), int(np.argmax(rows[len(draft)]))))
+    broken = pg.finish(final).answer_tokens
+    assert broken[: len(stale)] == stale and broken != ref
