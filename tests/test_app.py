@@ -337,11 +337,13 @@ sys.exit(app.exec() or (0 if w.ctl.wait_stopped(timeout=30) else 3))
     assert r.returncode == 0, r.stderr[-2000:]
 
 
-def test_caption_language_follows_the_setting(qtbot, tmp_path, store):
+def test_caption_language_follows_the_setting(qtbot, tmp_path, store, small_gguf):
     from app.controller import EngineController
     from app.main_window import MainWindow
 
-    cfg = Config().with_overrides({"caption": {"target_language": "French"}, "audio": {"output_device": "none"}})
+    cfg = Config().with_overrides({"caption": {"target_language": "French"}, "audio": {"output_device": "none"},
+                                   "models": {"llm_target": str(small_gguf)}})
     w = MainWindow(EngineController(cfg), store, history_path=tmp_path / "history.jsonl")
     qtbot.addWidget(w)
     assert w.language.currentText() == "fr"
+    qtbot.waitUntil(lambda: w.loading.isHidden(), timeout=240_000)  # the models finish loading before it closes
