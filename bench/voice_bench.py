@@ -40,7 +40,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_INPUTS = [HERE / "data" / "voice_questions", ROOT / "tests" / "data" / "jfk.flac"]
-METHODS = {  # name → overrides of the [llm] section (every method answers with PredGen's system prompt, A.3)
+METHODS = {  # name → overrides of the [llm] section (every method answers with PredGen's system prompt, A.3);
+    # a "tts" entry overrides the [tts] section
     "cascade": {"answer_method": "cascade", "system_prompt": None},
     "cascade_prefill": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_tokens_per_update": 0},
     "predgen": {"answer_method": "predgen", "predgen_verifier": "greedy"},
@@ -50,6 +51,11 @@ METHODS = {  # name → overrides of the [llm] section (every method answers wit
     "cascade_prefill_t2": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_tokens_per_update": 0,
                            "predgen_speculation_threads": 2},
     "predgen_t2": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_speculation_threads": 2},
+    # the first spoken piece = the whole first sentence (PredGen A.1) instead of its first clause of >= 4 words
+    "cascade_sentence": {"answer_method": "cascade", "system_prompt": None, "tts": {"first_clause_words": 0}},
+    "cascade_prefill_sentence": {"answer_method": "predgen", "predgen_verifier": "greedy",
+                                 "predgen_tokens_per_update": 0, "tts": {"first_clause_words": 0}},
+    "predgen_sentence": {"answer_method": "predgen", "predgen_verifier": "greedy", "tts": {"first_clause_words": 0}},
 }
 
 
@@ -68,9 +74,10 @@ def method_config(cfg, method: str):
     from engine.predgen import PREDGEN_SYSTEM
 
     over = dict(METHODS[method])
+    tts = over.pop("tts", {})
     if "system_prompt" in over:
         over["system_prompt"] = (cfg.llm.system_prompt + " " + PREDGEN_SYSTEM).strip()
-    return dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, **over))
+    return dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, **over), tts=dataclasses.replace(cfg.tts, **tts))
 
 
 def run_one(rt, cfg, audio: np.ndarray) -> dict:
@@ -78,8 +85,8 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
     last answered utterance."""
     from audio.sources import ArraySource
     from engine.assistant import Conversation
-    from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, Error, FinalTranscript, PartialTranscript,
-                               SpeechEnded, SpeechStarted)
+    from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript,
+                               PartialTranscript, SpeechEnded, SpeechStarted)
     from engine.runtime import build_assistant
 
     lock = threading.Lock()
@@ -96,6 +103,8 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
                 mark(ev.utterance).setdefault("first_token", now)
             elif isinstance(ev, AnswerAudio):
                 mark(ev.utterance).setdefault("first_audio", now)
+            elif isinstance(ev, AnswerSentence) and ev.index == 0:
+                mark(ev.utterance).setdefault("first_piece", ev.text)
             elif isinstance(ev, AnswerDone):
                 mark(ev.utterance).update(answer=ev.text, interrupted=ev.interrupted)
             elif isinstance(ev, Error):
@@ -138,7 +147,7 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
         return _r(mk[key] - eos) if eos is not None and mk.get(key) is not None else None
 
     return {"utterances": len(st.stats.utterances), "transcript": mk.get("transcript", ""),
-            "answer": mk.get("answer", ""), "eos_to_final_s": since("final"), "eos_to_first_token_s": since("first_token"),
+            "answer": mk.get("answer", ""), "first_piece": mk.get("first_piece", ""), "eos_to_final_s": since("final"), "eos_to_first_token_s": since("first_token"),
             "eos_to_first_audio_s": since("first_audio"),
             "final_to_first_audio_s": _r(mk["first_audio"] - mk["final"]) if mk.get("first_audio") and mk.get("final")
             else None,
@@ -163,7 +172,9 @@ def summarise(rows: list[dict]) -> dict:
             "nfetfs_1_rate": _r(sum(n == 1 for n in nfe) / len(nfe)) if nfe else None,
             "nfetfs_mean": _r(statistics.mean(nfe), 2) if nfe else None,
             "presynth_rate": _r(sum(bool(r["presynth_used"]) for r in ok) / len(ok)) if ok else None,
-            "accepted_tokens_mean": _r(statistics.mean(r["accepted_tokens"] for r in ok), 2) if ok else None}
+            "accepted_tokens_mean": _r(statistics.mean(r["accepted_tokens"] for r in ok), 2) if ok else None,
+            "first_piece_words_mean": _r(statistics.mean(len(r.get("first_piece", "").split()) for r in ok), 2)
+            if ok else None}
 
 
 def expand(inputs: list[str | Path]) -> list[Path]:
@@ -225,7 +236,8 @@ def main(argv=None) -> int:
               "methods": {}}
     for meth, rows in results.items():
         s = summarise(rows)
-        for base in ("cascade", "cascade_prefill"):
+        s["first_clause_words"] = method_config(cfg, meth).tts.first_clause_words
+        for base in ("cascade", "cascade_prefill", meth + "_sentence"):
             if base in results and base != meth and s["eos_to_first_audio_s_p50"]:
                 b = summarise(results[base])
                 s[f"p50_speedup_vs_{base}"] = _r(b["eos_to_first_audio_s_p50"] / s["eos_to_first_audio_s_p50"])

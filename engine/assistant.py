@@ -55,8 +55,10 @@ class Assistant:
     """
 
     def __init__(self, lm, tts, system_prompt: str, max_tokens: int = 256,
-                 emit: Callable[[object], None] = lambda e: None, max_history_turns: int = 0):
+                 emit: Callable[[object], None] = lambda e: None, max_history_turns: int = 0,
+                 first_clause_words: int = 0):
         self.lm = lm
+        self.first_clause_words = first_clause_words  # the first spoken piece may be a clause (engine.text)
         self.session = LMSession(lm)
         self.tts = tts
         self.system_prompt = system_prompt
@@ -94,7 +96,7 @@ class Assistant:
         tts_thread = threading.Thread(target=self._tts_worker, args=(utterance, tts_q, m, cancel), daemon=True,
                                       name="tts")
         tts_thread.start()
-        splitter = SentenceSplitter()
+        splitter = SentenceSplitter(first_clause_words=self.first_clause_words)
         streamer = TextStreamer(self.lm.detokenize)
         n_sent = 0
         prompt = self.prompt_tokens(user_text)
@@ -164,13 +166,15 @@ class PredGenAssistant(Assistant):
 
     def __init__(self, lm, tts, system_prompt: str, max_tokens: int = 256,
                  emit: Callable[[object], None] = lambda e: None, verifier: str = "greedy", top_k: int = 3,
-                 beta: float = 0.2, tokens_per_update: int = 8, judge_lm=None, speculation_threads: int = 1):
-        super().__init__(lm, tts, system_prompt, max_tokens, emit)
+                 beta: float = 0.2, tokens_per_update: int = 8, judge_lm=None, speculation_threads: int = 1,
+                 first_clause_words: int = 0):
+        super().__init__(lm, tts, system_prompt, max_tokens, emit, first_clause_words=first_clause_words)
         from .predgen import PredGen
 
         self.pg = PredGen(lm, tts, system_prompt, verifier=verifier, top_k=top_k, beta=beta,
                           tokens_per_update=tokens_per_update, max_tokens=max_tokens, judge_lm=judge_lm,
-                          history=None, speculation_threads=speculation_threads)
+                          history=None, speculation_threads=speculation_threads,
+                          first_clause_words=first_clause_words)
         self.pg.chat = self.chat  # one conversation
         self.chat.max_tokens = max_tokens
         self.session = self.pg.session

@@ -143,6 +143,8 @@ class CaptionConfig:
 class TtsConfig:
     engine: str = "piper"  # "piper" or "codec" (the AR codec-token TTS, assets/codec_tts)
     length_scale: float = 1.0
+    # the answer's first spoken piece may end at a clause (, ; : dash) once it has this many words (0 = a sentence)
+    first_clause_words: int = 4
     # codec TTS sampler: "pcg" (pcg_tts.txt Algorithm 1), "sd", "ssd" (constant bias 0.3) or "ar"
     codec_method: str = "pcg"
     # PCG (pcg_tts.txt Eq. 1, Algorithm 1)
@@ -352,6 +354,9 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "tts.temperature": ("Codec TTS temperature", "Sampling temperature of the codec TTS (paper: 0.8 for LLaSA-8B; "
                         "this small model speaks clearly only at ≈ 0.5)."),
     "tts.length_scale": ("Speech rate (length scale)", "Piper phoneme duration scale (> 1 slower)."),
+    "tts.first_clause_words": ("First spoken piece (words)", "Start speaking the answer at its first clause "
+                               "boundary (, ; : or a dash) once it has this many words, instead of waiting for the "
+                               "whole first sentence; PredGen pre-synthesises that piece. 0 = whole sentence."),
     "tts.theta": ("PCG θ", "PCG Eq. 1: cosine-similarity threshold of acoustic similarity groups "
                   "(pcg_tts.txt; best 0.38–0.45). Used by the PCG codec TTS."),
     "tts.lookahead": ("PCG lookahead L_d", "PCG Algorithm 1: draft tokens per verification step."),
@@ -418,7 +423,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "asr.tau_slm": (0.0, 1.0), "asr.specasr_threshold": (0.0, 1.0), "asr.specasr_max_draft": (1, 64),
     "llm.predgen_top_k": (1, 50), "llm.predgen_tokens_per_update": (0, 64), "llm.predgen_speculation_threads": (0, 64),
     "llm.max_answer_tokens": (8, 2048), "caption.beta": (0.0, 1.0), "caption.mask_k": (0, 20),
-    "tts.length_scale": (0.5, 2.0), "tts.theta": (0.0, 1.0), "tts.lookahead": (1, 16), "tts.temperature": (0.1, 2.0),
+    "tts.length_scale": (0.5, 2.0), "tts.first_clause_words": (0, 40), "tts.theta": (0.0, 1.0), "tts.lookahead": (1, 16), "tts.temperature": (0.1, 2.0),
     "duplex.turn_threshold": (0.05, 0.95), "duplex.turn_pause_s": (0.1, 1.0), "duplex.turn_max_silence_s": (0.5, 5.0),
     "duplex.barge_in_min_speech_s": (0.03, 0.5), "duplex.barge_in_threshold": (0.1, 0.9),
     "duplex.input_latency_ms": (0.0, 500.0),

@@ -32,7 +32,7 @@ import numpy as np
 
 from . import verify as V
 from .chat import ChatHistory
-from .generate import LMSession, TextStreamer
+from .generate import GreedySteps, LMSession, TextStreamer
 from .text import SentenceSplitter, clean_for_speech
 
 PREDGEN_SYSTEM = ("The instruction provided by the user may be truncated. In such cases, respond based on your best "
@@ -47,12 +47,13 @@ REFLECTION_TEMPLATE = ("You are given an incomplete prompt and the model's specu
 VERIFIERS = ("greedy", "top_k", "reflection", "biased")
 
 
-def first_sentence(detokenize: Callable, tokens: list[int]) -> tuple[int, str] | None:
+def first_sentence(detokenize: Callable, tokens: list[int], first_clause_words: int = 0) -> tuple[int, str] | None:
     """(number of tokens that make up the first complete sentence, its text) or None if it is not complete yet.
 
     A sentence is complete when :class:`engine.text.SentenceSplitter` confirms its boundary (PredGen A.1:
-    '.', '?', '!')."""
-    sp = SentenceSplitter()
+    '.', '?', '!'); with ``first_clause_words`` > 0 a clause of at least that many words (ending at ',', ';', ':'
+    or a dash) also counts, so the first spoken piece can be shorter than a sentence."""
+    sp = SentenceSplitter(first_clause_words=first_clause_words)
     st = TextStreamer(detokenize)
     for i, t in enumerate(tokens):
         delta = st.push(t)
@@ -132,7 +133,8 @@ class PredGen:
 
     def __init__(self, lm, tts=None, system_prompt: str = "", verifier: str = "greedy", top_k: int = 3,
                  beta: float = 0.2, tokens_per_update: int = 8, max_tokens: int = 256, judge_lm=None,
-                 history: list[dict] | None = None, speculation_threads: int = 0, yield_to_asr: bool = True):
+                 history: list[dict] | None = None, speculation_threads: int = 0, yield_to_asr: bool = True,
+                 first_clause_words: int = 0):
         if verifier not in VERIFIERS:
             raise ValueError(f"unknown PredGen verifier {verifier!r}; choose from {', '.join(VERIFIERS)}")
         self.lm = lm
@@ -143,6 +145,7 @@ class PredGen:
         self.top_k = top_k
         self.beta = beta
         self.tokens_per_update = tokens_per_update
+        self.first_clause_words = first_clause_words  # the first spoken piece may be a clause (engine.text)
         self.max_tokens = max_tokens
         self.judge = LMSession(judge_lm) if judge_lm is not None else None
         self.chat = ChatHistory(lm, max_tokens=max_tokens)
@@ -249,16 +252,24 @@ class PredGen:
                 return out, nfe, True
             out.append(nxt)
             n_new += 1
-            if stop_at_first and first_sentence(self.lm.detokenize, out) is not None:
+            if stop_at_first and first_sentence(self.lm.detokenize, out, self.first_clause_words) is not None:
                 return out, nfe, False  # its KV is not needed until the next verification re-evaluates it
             if cancel is not None and cancel.is_set():
                 break
             if speculative:
                 self._yield_to_asr(cancel)
-            row = self.session.eval([nxt])[-1]
+            nxt = self._step(nxt, speculative)
             nfe += 1
-            nxt = int(np.argmax(row))
         return out, nfe, False
+
+    _steps: GreedySteps | None = None  # the final step's decoding (one streamed request on an LLM server)
+
+    def _step(self, tok: int, speculative: bool = False) -> int | None:
+        """The greedy token after the cache ⊕ ``tok``: one ``eval``, or in the final step the next token of its
+        :class:`engine.generate.GreedySteps` (None once that stream ended)."""
+        if self._steps is not None and not speculative:
+            return self._steps.step(tok)
+        return int(np.argmax(self.session.eval([tok])[-1]))
 
     def _synth(self, text: str) -> tuple[np.ndarray | None, float]:
         if self.tts is None:
@@ -311,7 +322,7 @@ class PredGen:
         nfe += n_pre
         out, nfe2, ended = self._extend(list(c.response[:k]), nxt, self.tokens_per_update, cancel,
                                         stop_at_first=True, speculative=True)
-        fs = first_sentence(self.lm.detokenize, out)
+        fs = first_sentence(self.lm.detokenize, out, self.first_clause_words)
         if fs is None and ended and out:  # a complete one-sentence answer (EOS, no trailing space)
             fs = (len(out), self.lm.detokenize(out).strip())
         new = Candidate(prompt, out, fs[0] if fs else None, fs[1] if fs else "")
@@ -341,6 +352,9 @@ class PredGen:
         prompt = self.prompt_tokens(final)
         k, nxt, nfe, fill_pending = self.verify(final, prompt, c.response, c.first_len, c.first_text, defer_fill=True)
         out = list(c.response[:k])
+        if self._steps is not None:
+            self._steps.close()
+        self._steps = GreedySteps(self.session, self.max_tokens - k - 1, self.lm.eos_ids, cancel)
         presynth = bool(c.first_len and k >= c.first_len and c.audio is not None and c.audio_text == c.first_text)
         if presynth:
             first_text, first_audio = c.first_text, c.audio
@@ -355,7 +369,8 @@ class PredGen:
                 nfe += 1
             out, nfe2, ended = self._extend(out, nxt, self.max_tokens, cancel, stop_at_first=True)
             nfe += nfe2
-            fs = first_sentence(self.lm.detokenize, out) or (len(out), self.lm.detokenize(out).strip())
+            fs = (first_sentence(self.lm.detokenize, out, self.first_clause_words)
+                  or (len(out), self.lm.detokenize(out).strip()))
             first_text = fs[1]
             ttfs = time.perf_counter() - t0
             first_audio, _ = self._synth(first_text) if first_text else (None, 0.0)
@@ -399,7 +414,9 @@ class PredGen:
                     delta = ""
             if delta:
                 emit(delta)
-            nxt = int(np.argmax(self.session.eval([nxt])[-1]))
+            nxt = self._step(nxt)
+        self._steps.close()
+        self._steps = None
         for sent in sp.flush():
             if on_sentence:
                 on_sentence(sent_i, sent, None, False)

@@ -266,11 +266,13 @@ def build_assistant(cfg: Config, rt: Runtime, emit):
         raise ConfigError(f"llm.answer_method must be 'predgen' or 'cascade', got {c.answer_method!r}")
     lm, tts = rt.llm(), rt.tts()
     if c.answer_method == "cascade":
-        return Assistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit)
+        return Assistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit,
+                         first_clause_words=cfg.tts.first_clause_words)
     judge = rt.llm(instance="judge", n_ctx=1024) if c.predgen_verifier == "reflection" else None
     return PredGenAssistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit, verifier=c.predgen_verifier,
                             top_k=c.predgen_top_k, beta=cfg.caption.beta, tokens_per_update=c.predgen_tokens_per_update,
-                            judge_lm=judge, speculation_threads=c.predgen_speculation_threads)
+                            judge_lm=judge, speculation_threads=c.predgen_speculation_threads,
+                            first_clause_words=cfg.tts.first_clause_words)
 
 
 def build_translator(cfg: Config, rt: Runtime, target: str, on_trigger=None):

@@ -6,6 +6,7 @@ import re
 
 _ABBREV = {"mr", "mrs", "ms", "dr", "prof", "st", "vs", "etc", "e.g", "i.e", "no", "fig", "approx", "jr", "sr"}
 _BOUNDARY = re.compile(r"([.!?]+[\"')\]]*)(\s+)|(\n+)")
+_CLAUSE = re.compile(r"([,;:]|\s[-–—])(\s+)")
 
 
 class SentenceSplitter:
@@ -13,15 +14,40 @@ class SentenceSplitter:
 
     A boundary is ``.``, ``!``, ``?`` (with closing quotes/brackets) followed by whitespace, or a newline; not after
     a known abbreviation, a single capital (initials) or between digits ("3.5"). :meth:`flush` returns the rest.
+
+    ``first_clause_words`` > 0: the *first* piece may also end at a clause boundary (``,``, ``;``, ``:`` or a
+    dash, followed by whitespace; "1,000" is not one) once it has at least that many words, so a voice can start
+    speaking before a long first sentence is complete (the "fast first fragment" of streaming TTS front-ends);
+    every later piece is a whole sentence.
     """
 
-    def __init__(self, min_chars: int = 2):
+    def __init__(self, min_chars: int = 2, first_clause_words: int = 0):
         self.buf = ""
         self.min_chars = min_chars
+        self.first_clause_words = first_clause_words
+        self.pieces = 0  # pieces returned so far
+
+    def _first_clause(self) -> str | None:
+        """The first clause of the buffer when it may end the first piece (see the class docstring), else None."""
+        if self.pieces or self.first_clause_words <= 0:
+            return None
+        sentence_end = _BOUNDARY.search(self.buf)
+        for m in _CLAUSE.finditer(self.buf):
+            if sentence_end is not None and m.start() >= sentence_end.start():
+                return None  # a whole sentence comes first
+            cand = self.buf[: m.end(1)].strip()
+            if len(cand.split()) >= self.first_clause_words:
+                self.buf = self.buf[m.end():]
+                return cand
+        return None
 
     def push(self, text: str) -> list[str]:
         self.buf += text
         out: list[str] = []
+        clause = self._first_clause()
+        if clause is not None:
+            out.append(clause)
+            self.pieces += 1
         start = 0
         for m in _BOUNDARY.finditer(self.buf):
             end = m.end(1) if m.group(1) else m.start(3)
@@ -33,6 +59,7 @@ class SentenceSplitter:
                     continue
             if len(candidate) >= self.min_chars:
                 out.append(candidate)
+                self.pieces += 1
                 start = m.end()
         self.buf = self.buf[start:]
         return out
@@ -40,6 +67,8 @@ class SentenceSplitter:
     def flush(self) -> list[str]:
         rest = self.buf.strip()
         self.buf = ""
+        if rest:
+            self.pieces += 1
         return [rest] if rest else []
 
 

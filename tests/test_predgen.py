@@ -113,6 +113,17 @@ def test_first_sentence_boundary(qwen_small):
     assert first_sentence(qwen_small.detokenize, qwen_small.tokenize("No boundary yet")) is None
 
 
+def test_first_piece_may_be_a_clause(qwen_small):
+    ids = qwen_small.tokenize("As a language model, I cannot travel. Sorry.")
+    n, s = first_sentence(qwen_small.detokenize, ids, first_clause_words=4)
+    assert s == "As a language model," and qwen_small.detokenize(ids[:n]).strip() == s
+    # too short a clause, or clause splitting off: the whole sentence
+    assert first_sentence(qwen_small.detokenize, ids, first_clause_words=5)[1] == "As a language model, I cannot travel."
+    assert first_sentence(qwen_small.detokenize, ids)[1] == "As a language model, I cannot travel."
+    # the clause needs the space after its comma: not complete yet
+    assert first_sentence(qwen_small.detokenize, qwen_small.tokenize("As a language model,"), 4) is None
+
+
 def test_conversation_speculates_then_answers(qwen_small, runtime):
     from engine.assistant import Conversation, PredGenAssistant
     from engine.events import AnswerAudio, AnswerDone
