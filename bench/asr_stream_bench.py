@@ -58,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.stats import percentiles, rnd as _r
 from engine.ssbd import erasure  # SSBD Eq. 3: |prev| − |LCP(prev, cur)|
 from engine.whisper_window import compression_ratio
 
@@ -126,17 +127,6 @@ def normalized_erasure(displayed: list[str]) -> float:
     Σ erased words when the final is empty."""
     erased, n = erasure_counts(displayed)
     return erased / n if n else float(erased)
-
-
-def percentiles(xs: list[float]) -> dict:
-    if not xs:
-        return {"p50": None, "p90": None, "max": None, "n": 0}
-    a = np.asarray(xs, float)
-    return {"p50": _r(np.percentile(a, 50)), "p90": _r(np.percentile(a, 90)), "max": _r(a.max()), "n": len(xs)}
-
-
-def _r(x, nd: int = 3):
-    return None if x is None else round(float(x), nd)
 
 
 class WER:

@@ -44,6 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.stats import pct, rnd as _r
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "caption"
 METHODS = {  # name → [caption] overrides
@@ -114,15 +116,6 @@ M30K_LINES = list(range(100, 1000, 60))  # 15 lines of test 2016
 SPEAKERS = [("piper", {"length_scale": 0.9}), ("piper", {"length_scale": 1.0}), ("piper", {"length_scale": 1.15}),
             ("espeak", {"voice": "en-us", "rate": 165, "pitch": 50}),
             ("espeak", {"voice": "en-gb", "rate": 155, "pitch": 40})]
-
-
-def _r(x, n: int = 3):
-    return None if x is None else round(float(x), n)
-
-
-def pct(xs, q: float):
-    xs = [x for x in xs if x is not None]
-    return _r(float(np.percentile(xs, q))) if xs else None
 
 
 # ---------------------------------------------------------------------------------------------------------- data

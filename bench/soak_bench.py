@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.stats import pct, rnd
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SR = 16000
@@ -172,10 +174,9 @@ def main(argv=None) -> int:
         comp = [s["asr_compute_s"] for s in ss]
         windows.append({
             "audio_min": [round(lo / 60, 1), round(hi / 60, 1)], "utterances": len(lat),
-            "eos_to_final_s_p50": round(float(np.percentile(lat, 50)), 3) if lat else None,
-            "eos_to_final_s_p90": round(float(np.percentile(lat, 90)), 3) if lat else None,
-            "eos_to_final_s_max": round(float(max(lat)), 3) if lat else None,
-            "eos_to_final_audio_s_p90": round(float(np.percentile(lat, 90)) * args.speed, 3) if lat else None,
+            "eos_to_final_s_p50": pct(lat, 50), "eos_to_final_s_p90": pct(lat, 90),
+            "eos_to_final_s_max": rnd(max(lat)) if lat else None,
+            "eos_to_final_audio_s_p90": rnd(pct(lat, 90, 6) * args.speed) if lat else None,
             "compute_per_audio": round((comp[-1] - comp[0]) / max(1e-9, ss[-1]["audio_fed_s"] - ss[0]["audio_fed_s"]), 3)
             if len(ss) > 1 else None,
             "queue_s_max": max((s["queue_s"] for s in ss), default=None),

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.stats import pct, rnd as _r
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_INPUTS = [HERE / "data" / "voice_questions", ROOT / "tests" / "data" / "jfk.flac"]
@@ -57,15 +59,6 @@ METHODS = {  # name → overrides of the [llm] section (every method answers wit
                                  "predgen_tokens_per_update": 0, "tts": {"first_clause_words": 0}},
     "predgen_sentence": {"answer_method": "predgen", "predgen_verifier": "greedy", "tts": {"first_clause_words": 0}},
 }
-
-
-def _r(x, n: int = 3):
-    return None if x is None else round(float(x), n)
-
-
-def pct(xs: list[float], q: float) -> float | None:
-    xs = [x for x in xs if x is not None]
-    return _r(float(np.percentile(xs, q))) if xs else None
 
 
 def method_config(cfg, method: str):

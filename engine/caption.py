@@ -371,7 +371,8 @@ class CaptionLoop:
     """The caption thread of ``specvoice caption``: every final transcript is translated, in order, before the
     newest partial (older partials are stale and replaced); the translator is reset at each new utterance. A final
     transcript cancels the partial translation in flight (its update is not shown), so the final caption does not
-    wait for a stale partial.
+    wait for a stale partial — unless that partial is the final's own text (the ASR's decode at the pause usually
+    is): then it runs on, and the final reuses its output (:func:`engine.ssbd.reuse_final`).
 
     Args:
         translator: a live translator (``translate_ssbd``, ``reset``), e.g. :func:`guarded` SSBD.
@@ -390,6 +391,7 @@ class CaptionLoop:
         self._partial = None
         self._stop = False
         self._utt = None
+        self._running = None  # (utterance, text) of the partial being translated
         self._cancel = threading.Event()
         self.cancelled = 0  # partial translations cut short by a final transcript
         self._thread = threading.Thread(target=self._run, name="caption", daemon=True)
@@ -406,10 +408,14 @@ class CaptionLoop:
                 self._partial = (ev.utterance, ev.text, False, time.monotonic())
                 self._cond.notify()
         elif isinstance(ev, FinalTranscript) and ev.text:
+            from .ssbd import same_source
+
             with self._cond:
                 self._finals.append((ev.utterance, ev.text, True, time.monotonic()))
                 self._partial = None
-                self._cancel.set()
+                run = self._running
+                if run is None or run[0] != ev.utterance or not same_source(run[1], ev.text):
+                    self._cancel.set()
                 self._cond.notify()
 
     def close(self, timeout: float | None = None) -> None:
@@ -431,12 +437,15 @@ class CaptionLoop:
                 else:
                     return
                 self._cancel.clear()
+                self._running = None if job[2] else (job[0], job[1])
             utt, text, final, wall = job
             try:
                 if self._utt != utt:
                     self.translator.reset()
                     self._utt = utt
                 u = self.translator.translate_ssbd(text, final=final, cancel=None if final else self._cancel)
+                with self._cond:
+                    self._running = None
                 if not final and self._cancel.is_set():
                     self.cancelled += 1
                     continue

@@ -69,39 +69,17 @@ class Backlog:
     wall: float = field(default_factory=time.monotonic)
 
 
-class AudioQueue:
-    """Bounded FIFO between the capture and the ASR threads, measured in seconds of audio.
+class _WaitQueue:
+    """A deque guarded by one condition variable: :meth:`get` waits for an item, every change wakes the waiters.
+    Subclasses decide what fits (their ``put``) and what leaving means (:meth:`_pop`)."""
 
-    ``put`` waits while the queue holds ``capacity_s`` seconds (items without audio, e.g. VAD boundaries, always
-    fit); ``get`` waits for an item. Thread-safe.
-    """
-
-    def __init__(self, capacity_s: float = 600.0):
-        self.capacity_s = float(capacity_s)
+    def __init__(self) -> None:
         self._items: collections.deque = collections.deque()
-        self._seconds = 0.0
         self._cv = threading.Condition()
-
-    @property
-    def seconds(self) -> float:
-        """Audio waiting in the queue, seconds."""
-        with self._cv:
-            return self._seconds
 
     def __len__(self) -> int:
         with self._cv:
             return len(self._items)
-
-    def put(self, item, seconds: float = 0.0, timeout: float | None = None) -> bool:
-        """Append ``item`` holding ``seconds`` of audio. Returns False if it did not fit within ``timeout`` s."""
-        with self._cv:
-            if seconds > 0 and not self._cv.wait_for(lambda: self._seconds + seconds <= self.capacity_s
-                                                     or not self._items, timeout):
-                return False
-            self._items.append((item, seconds))
-            self._seconds += seconds
-            self._cv.notify_all()
-            return True
 
     def get(self, timeout: float | None = None):
         """The oldest item. Raises queue.Empty after ``timeout`` s without one."""
@@ -117,14 +95,48 @@ class AudioQueue:
                 raise queue.Empty
             return self._pop()
 
-    def _pop(self):
-        item, seconds = self._items.popleft()
-        self._seconds = max(0.0, self._seconds - seconds)
+    def _pop(self):  # called with the lock held
+        item = self._items.popleft()
         self._cv.notify_all()
         return item
 
 
-class EventQueue:
+class AudioQueue(_WaitQueue):
+    """Bounded FIFO between the capture and the ASR threads, measured in seconds of audio.
+
+    ``put`` waits while the queue holds ``capacity_s`` seconds (items without audio, e.g. VAD boundaries, always
+    fit); ``get`` waits for an item. Thread-safe.
+    """
+
+    def __init__(self, capacity_s: float = 600.0):
+        super().__init__()
+        self.capacity_s = float(capacity_s)
+        self._seconds = 0.0
+
+    @property
+    def seconds(self) -> float:
+        """Audio waiting in the queue, seconds."""
+        with self._cv:
+            return self._seconds
+
+    def put(self, item, seconds: float = 0.0, timeout: float | None = None) -> bool:
+        """Append ``item`` holding ``seconds`` of audio. Returns False if it did not fit within ``timeout`` s."""
+        with self._cv:
+            if seconds > 0 and not self._cv.wait_for(lambda: self._seconds + seconds <= self.capacity_s
+                                                     or not self._items, timeout):
+                return False
+            self._items.append((item, seconds))
+            self._seconds += seconds
+            self._cv.notify_all()
+            return True
+
+    def _pop(self):
+        item, seconds = super()._pop()
+        self._seconds = max(0.0, self._seconds - seconds)
+        return item
+
+
+class EventQueue(_WaitQueue):
     """Bounded queue of engine events from worker threads to one consumer (the CLI's printer, a GUI bridge).
 
     Policy: when ``maxsize`` events wait, the oldest waiting event that ``droppable(event)`` accepts (by default a
@@ -136,16 +148,11 @@ class EventQueue:
     def __init__(self, maxsize: int = 256, droppable: Callable[[object], bool] | None = None):
         if maxsize < 1:
             raise ValueError(f"maxsize must be >= 1, got {maxsize}")
+        super().__init__()
         self.maxsize = maxsize
         self.droppable = droppable or (lambda ev: isinstance(ev, PartialTranscript))
         self.dropped = 0  # events dropped by the policy
-        self._items: collections.deque = collections.deque()
-        self._cv = threading.Condition()
         self._closed = False
-
-    def __len__(self) -> int:
-        with self._cv:
-            return len(self._items)
 
     def put(self, ev) -> bool:
         """Enqueue ``ev`` by the policy above. Returns False when ``ev`` itself was dropped or the queue is closed."""
@@ -165,15 +172,6 @@ class EventQueue:
             self._items.append(ev)
             self._cv.notify_all()
             return True
-
-    def get(self, timeout: float | None = None):
-        """The oldest event. Raises queue.Empty after ``timeout`` s without one."""
-        with self._cv:
-            if not self._cv.wait_for(lambda: self._items, timeout):
-                raise queue.Empty
-            ev = self._items.popleft()
-            self._cv.notify_all()
-            return ev
 
     def close(self) -> None:
         """The consumer is gone: wake and release every waiting producer."""

@@ -46,6 +46,26 @@ class SSBDUpdate:
     final: bool
 
 
+def same_source(a: str, b: str) -> bool:
+    """Whether two transcripts are the same text up to whitespace."""
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+def reuse_final(translator, source: str, final: bool, cancel: threading.Event | None) -> SSBDUpdate | None:
+    """The final update of ``source`` without any LM work when the translator's last update translated exactly this
+    source and ran to EOS (not cancelled, not cut at ``max_tokens``): greedy decoding of the same prompt gives the
+    same tokens again (and SSBD's verification of its own greedy output as the draft accepts all of it), so the
+    final caption is that output, shown whole. None when the shortcut does not apply."""
+    last = translator.stream.updates[-1] if translator.stream.updates else None
+    if (not final or last is None or last.final or not getattr(translator, "_last_complete", False)
+            or not same_source(last.source, source) or (cancel is not None and cancel.is_set())):
+        return None
+    u = SSBDUpdate(source, list(last.tokens), last.text, last.text, "", len(last.tokens), len(last.tokens),
+                   len(last.tokens), 0, 0.0, True)
+    translator.stream.updates.append(u)
+    return u
+
+
 def words(text: str) -> list[str]:
     """Tokens for erasure counting: sacrebleu's 13a tokenisation (words and punctuation)."""
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
@@ -141,10 +161,16 @@ class SSBDTranslator(Translator):
         self.beta, self.mask_k, self.display_only = beta, mask_k, display_only
         self.prev: list[int] = []
         self.stream = StreamStats()
+        self._last_complete = False  # the last update ran to EOS (see reuse_final)
 
     def reset(self) -> None:
         self.prev = []
         self.stream = StreamStats()
+        self._last_complete = False
+
+    def stream_last_tokens(self) -> list[int] | None:
+        """Tokens of the last update (None before the first)."""
+        return list(self.stream.updates[-1].tokens) if self.stream.updates else None
 
     def _display(self, tokens: list[int], final: bool) -> tuple[str, str]:
         if final:
@@ -152,7 +178,11 @@ class SSBDTranslator(Translator):
         return mask_tail(self.lm, tokens, self.mask_k)
 
     def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None) -> SSBDUpdate:
-        """Algorithm 1 for one update."""
+        """Algorithm 1 for one update; a final update whose source the last update already translated to EOS
+        reuses that output (:func:`reuse_final`)."""
+        again = reuse_final(self, source, final, cancel) if self.prev == self.stream_last_tokens() else None
+        if again is not None:
+            return again
         t0 = time.perf_counter()
         s = self.session
         prompt = self.prompt_tokens(source)
@@ -177,6 +207,7 @@ class SSBDTranslator(Translator):
                 break
             out.append(nxt)
             nxt = int(np.argmax(s.eval([nxt])[-1]))
+        self._last_complete = nxt is not None and nxt in self.lm.eos_ids
         self.prev = out
         stable, tail = self._display(out, final)
         u = SSBDUpdate(source, out, self.lm.detokenize(out).strip(), stable, tail, len(draft), k, len(out),
@@ -192,13 +223,21 @@ class ARRetranslator(Translator):
         super().__init__(lm, target, max_tokens)
         self.mask_k = mask_k
         self.stream = StreamStats()
+        self._last_complete = False
 
     def reset(self) -> None:
         self.stream = StreamStats()
+        self._last_complete = False
 
     def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None) -> SSBDUpdate:
+        """Re-translate ``source`` from scratch; a final update whose source the last update already translated to
+        EOS reuses that output (:func:`reuse_final`)."""
+        again = reuse_final(self, source, final, cancel)
+        if again is not None:
+            return again
         n0 = self.session.n_eval
         r = self.translate(source, cancel)
+        self._last_complete = len(r.tokens) < self.max_tokens and not (cancel is not None and cancel.is_set())
         stable, tail = SSBDTranslator._display(self, r.tokens, final)  # same display rule
         u = SSBDUpdate(source, r.tokens, r.text, stable, tail, 0, 0, len(r.tokens), self.session.n_eval - n0,
                        r.compute_s, final)

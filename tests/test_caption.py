@@ -179,3 +179,50 @@ def test_caption_loop_final_cancels_the_partial_in_flight():
     loop.on_event(FinalTranscript(0, "a b c", (), 0.0, 1.0))
     loop.close(timeout=10)
     assert shown == [("a b c", True)] and loop.cancelled == 1 and time.monotonic() - t0 < 5
+
+
+class _Finite(_Echo):
+    """A partial translation that finishes on its own (after the gate)."""
+
+    def translate_ssbd(self, source, final=False, cancel=None):
+        if not final:
+            self.started = True
+            self.gate.wait(5)
+        self.jobs.append((source, final, bool(cancel is not None and cancel.is_set())))
+        return SSBDUpdate(source, [], source, source, "", 0, 0, 0, 0, 0.0, final)
+
+
+def test_caption_loop_lets_the_partial_of_the_final_text_finish():
+    from engine.events import FinalTranscript, PartialTranscript
+
+    tr, shown = _Finite(), []
+    loop = CaptionLoop(tr, lambda utt, u, wall: shown.append((u.text, u.final)))
+    loop.on_event(PartialTranscript(0, "a b ", "c", 0.5, 0.0))
+    time.sleep(0.2)
+    loop.on_event(FinalTranscript(0, "a  b c", (), 0.0, 1.0))  # the same words: the partial is not cancelled
+    tr.gate.set()
+    loop.close(timeout=10)
+    assert tr.jobs == [("a b c", False, False), ("a  b c", True, False)] and loop.cancelled == 0
+    assert shown == [("a b c", False), ("a  b c", True)]
+
+
+@pytest.mark.parametrize("method", ["ssbd", "ar"])
+def test_final_of_an_already_translated_source_reuses_it(qwen_small, method):
+    from engine.ssbd import ARRetranslator, SSBDTranslator
+
+    tr = SSBDTranslator(qwen_small, "German", max_tokens=48) if method == "ssbd" else ARRetranslator(
+        qwen_small, "German", max_tokens=48)
+    src = "The children are playing in the park."
+    first = tr.translate_ssbd(src)
+    n = tr.session.n_eval
+    fin = tr.translate_ssbd(" " + src, final=True)
+    assert tr.session.n_eval == n and fin.forward_passes == 0 and fin.final  # no LM work
+    assert fin.tokens == first.tokens and fin.stable_text == first.text and fin.tail_text == ""
+    # the same as translating it afresh (greedy is deterministic)
+    tr.reset()
+    assert tr.translate_ssbd(src, final=True).text == fin.text
+    # a different source, or a cut-off previous update, is translated for real
+    tr.reset()
+    tr.translate_ssbd("The children are playing")
+    n = tr.session.n_eval
+    assert tr.translate_ssbd(src, final=True).forward_passes > 0 and tr.session.n_eval > n
