@@ -10,6 +10,14 @@ Sentences: Multi30k test 2017 (never used to train the codec TTS), default 100. 
 is transcribed the same way as the intelligibility ceiling.
 
 Run: ``specvoice bench tts [--n 100] [--methods ar,sd,ssd,pcg0.38,pcg0.42,pcg0.45]``. JSON out.
+
+``--stages`` (``specvoice bench tts --stages --n 30 --out bench/results/tts_stages.json``): where the
+intelligibility is lost, stage by stage, on the same sentences (Piper's first sentence chunk of each, with its
+phoneme alignments — needs the ``onnx`` package, ``pip install -e ".[train]"``), each scored the same way:
+teacher audio; Griffin-Lim of the teacher's own magnitude spectrum (the vocoder alone); codec round trip (encode →
+decode); the teacher's codes time-warped phoneme by phoneme to the duration model's lengths; the target LM
+free-running (target-only AR) on the true (Piper-alignment) durations; the full system (predicted durations).
+Also the duration model's error against Piper's alignments.
 """
 
 from __future__ import annotations
@@ -40,7 +48,14 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-asr", action="store_true", help="skip the Whisper transcription (speed only)")
     ap.add_argument("--out", default="out/bench_tts.json")
+    ap.add_argument("--stages", action="store_true", help="per-stage intelligibility instead of the sampler sweep")
+    ap.add_argument("--only", default="", help="--stages: a comma-separated subset of the stages")
+    ap.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the engine's)")
+    ap.add_argument("--centroid-render", action="store_true",
+                    help="render codes with their centroid spectra, not the learned decoder (decoder.safetensors)")
     a = ap.parse_args(argv)
+    if a.stages:
+        return stages(a)
 
     import jiwer
     from faster_whisper import WhisperModel
@@ -53,6 +68,10 @@ def main(argv=None) -> int:
 
     cfg = load_config()
     tts = CodecTTS(lookahead=a.lookahead, cache_dir=cfg.cache_dir())
+    if a.temperature is not None:
+        tts.temperature = a.temperature
+    if a.centroid_render:
+        tts.codec.decoder = None
     sents = sentences(a.n)
     ids = [tts.phoneme_ids(s)[0] for s in sents]  # one sentence each
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
@@ -114,12 +133,140 @@ def main(argv=None) -> int:
     from tts.codec_lm import ASSET_DIR
 
     report = {"benchmark": "tts", "sentences": len(sents), "lookahead": a.lookahead, "seed": a.seed,
+              "render": "learned decoder + Griffin-Lim" if tts.codec.decoder is not None
+              else "centroid spectra + Griffin-Lim",
               "temperature": tts.temperature, "model": json.loads((ASSET_DIR / "config.json").read_text()),
               "results": results}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     print(json.dumps(results, indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+def _scorer(cfg, sents):
+    """score(clips) → (WER %, CER %): Whisper-base, greedy, no temperature fallback, one clip per sentence,
+    corpus-level over Whisper's English normalisation (the sampler sweep's judge)."""
+    import jiwer
+    from faster_whisper import WhisperModel
+    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+    from engine.models import resolve
+
+    norm = EnglishTextNormalizer({})
+    wm = WhisperModel(str(resolve("asr_target", cfg).path), device="cpu", compute_type="int8", cpu_threads=1)
+    refs = [norm(s) for s in sents]
+
+    def score(clips):
+        hyps = []
+        for c in clips:
+            segs, _ = wm.transcribe(c, language="en", beam_size=1, temperature=0.0, vad_filter=False,
+                                    condition_on_previous_text=False)
+            hyps.append(norm(" ".join(s.text for s in segs)))
+        return round(100 * jiwer.wer(refs, hyps), 2), round(100 * jiwer.cer(refs, hyps), 2), hyps
+
+    return score
+
+
+def warp_codes(codes: np.ndarray, true_dur: np.ndarray, new_dur: np.ndarray) -> np.ndarray:
+    """The codes of each phoneme's frames (``true_dur`` frames per id) resampled (nearest frame) to ``new_dur``
+    frames; a phoneme with no true frames borrows the frame at its boundary."""
+    out = []
+    ends = np.cumsum(true_dur)
+    for j, (n, m) in enumerate(zip(true_dur, new_dur)):
+        if m <= 0:
+            continue
+        s0 = int(ends[j] - n)
+        if n > 0:
+            idx = s0 + np.minimum((np.arange(m) * n / m).astype(np.int64), n - 1)
+        else:
+            idx = np.full(m, min(s0, len(codes) - 1))
+        out.append(codes[idx])
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def stages(a) -> int:
+    """Per-stage intelligibility (module docstring, ``--stages``)."""
+    import torch
+    from piper import PiperVoice
+
+    from audio.io import resample
+    from engine.config import load_config
+    from engine.models import resolve
+    from engine.pcg import CodecTTS, ar_generate
+    from tts.codec import SYN_HOP, griffin_lim, log_magnitude
+    from tts.codec_lm import ASSET_DIR, frame_conditioning, frames_per_id
+
+    torch.set_num_threads(1)
+    cfg = load_config()
+    mv = resolve("tts_voice", cfg)
+    pv = PiperVoice.load(str(mv.path), config_path=str(mv.config) if mv.config else None, include_alignments=True)
+    rate = int(pv.config.sample_rate)
+    tts = CodecTTS(cache_dir=cfg.cache_dir(), phonemizer=pv)
+    if a.temperature is not None:
+        tts.temperature = a.temperature
+    if a.centroid_render:
+        tts.codec.decoder = None
+    sents = sentences(a.n)
+    rows = []
+    for s in sents:  # the first sentence chunk with its alignment (the sweep also speaks the first chunk only)
+        c = next(iter(pv.synthesize(s, include_alignments=True)))
+        rows.append({"ids": np.asarray(c.phoneme_ids, np.int64), "samples": np.asarray(c.phoneme_id_samples),
+                     "audio": resample(c.audio_float_array, rate, 16000).astype(np.float32)})
+    clips: dict[str, list] = {k: [] for k in ("teacher", "vocoder_only", "codec_round_trip",
+                                              "teacher_codes_predicted_durations", "lm_true_durations",
+                                              "lm_predicted_durations")}
+    if a.only:
+        clips = {k: v for k, v in clips.items() if k in a.only.split(",")}
+    dur_err, dur_corr, len_ratio = [], [], []
+    t_voc = 0.0
+    for i, r in enumerate(rows):
+        tts.rng = np.random.default_rng(a.seed + i)
+        if "teacher" in clips:
+            clips["teacher"].append(r["audio"])
+        if "vocoder_only" in clips:
+            clips["vocoder_only"].append(griffin_lim(np.exp(log_magnitude(r["audio"], SYN_HOP)).T))
+        codes = tts.codec.encode(r["audio"])
+        t0 = time.perf_counter()
+        if "codec_round_trip" in clips:
+            clips["codec_round_trip"].append(tts.codec.decode(codes))
+        t_voc += time.perf_counter() - t0
+        true = frames_per_id(r["samples"], rate, len(codes))
+        pred = tts.durations(r["ids"])
+        dur_err.append(np.abs(pred - true).mean())
+        dur_corr.append(np.corrcoef(pred, true)[0, 1] if pred.std() > 0 and true.std() > 0 else 0.0)
+        len_ratio.append(pred.sum() / max(true.sum(), 1))
+        if "teacher_codes_predicted_durations" in clips:
+            clips["teacher_codes_predicted_durations"].append(tts.codec.decode(warp_codes(codes, true, pred)))
+        if "lm_true_durations" in clips:
+            toks, _ = ar_generate(tts.lm, frame_conditioning(r["ids"], true)[: tts.lm.pos.num_embeddings], tts.rng,
+                                  tts.temperature)
+            clips["lm_true_durations"].append(tts.codec.decode(toks))
+        if "lm_predicted_durations" in clips:
+            toks, _ = ar_generate(tts.lm, tts.voice.conditioning(r["ids"]), tts.rng, tts.temperature)
+            clips["lm_predicted_durations"].append(tts.codec.decode(toks))
+        print(f"{i + 1}/{len(rows)} sentences", flush=True)
+    score = _scorer(cfg, sents)
+    results, examples = {}, {}
+    for k, cl in clips.items():
+        w, c, hyps = score(cl)
+        results[k] = {"wer": w, "cer": c}
+        examples[k] = hyps[:3]
+        print(k, results[k], flush=True)
+    report = {"benchmark": "tts_stages", "sentences": len(sents), "seed": a.seed, "temperature": tts.temperature,
+              "render": "learned decoder + Griffin-Lim" if tts.codec.decoder is not None
+              else "centroid spectra + Griffin-Lim",
+              "sampler": "target-only AR", "model": json.loads((ASSET_DIR / "config.json").read_text()),
+              "durations": {"mean_abs_error_frames": round(float(np.mean(dur_err)), 3),
+                            "per_sentence_correlation": round(float(np.mean(dur_corr)), 3),
+                            "length_ratio_pred_over_true": round(float(np.mean(len_ratio)), 3)},
+              "vocoder_s_per_audio_s": round(t_voc / (sum(len(r["audio"]) for r in rows) / 16000), 4),
+              "results": results, "examples": {"refs": sents[:3], **examples}}
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    print(json.dumps({k: v for k, v in report.items() if k != "model"}, indent=1))
     print(f"wrote {out}")
     return 0
 

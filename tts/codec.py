@@ -46,11 +46,12 @@ class SpectralCodec:
         centroids_mag: float32 (K, 513) mean log-magnitude per code (what the vocoder renders).
     """
 
-    def __init__(self, centroids_mel: np.ndarray, centroids_mag: np.ndarray):
+    def __init__(self, centroids_mel: np.ndarray, centroids_mag: np.ndarray, decoder=None):
         self.centroids_mel = np.asarray(centroids_mel, np.float32)
         self.centroids_mag = np.asarray(centroids_mag, np.float32)
         self.K = len(self.centroids_mel)
         self._mel = _mel_filters()
+        self.decoder = decoder  # a CodeDecoder module (learned inverse) or None (centroid spectra)
 
     # ------------------------------------------------------------------------------------------ fit / io
     @staticmethod
@@ -92,9 +93,17 @@ class SpectralCodec:
                             centroids_mag=self.centroids_mag.astype(np.float16))
 
     @classmethod
-    def load(cls, path: str | Path) -> "SpectralCodec":
+    def load(cls, path: str | Path, decoder: str | Path | None | bool = True) -> "SpectralCodec":
+        """The codebook from ``path`` (.npz); ``decoder``: the learned inverse's weights (.safetensors), True for
+        ``decoder.safetensors`` beside ``path`` when it exists, False/None for the centroid spectra."""
         z = np.load(path)
-        return cls(z["centroids_mel"].astype(np.float32), z["centroids_mag"].astype(np.float32))
+        dec = None
+        if decoder is True:
+            decoder = Path(path).with_name("decoder.safetensors")
+            decoder = decoder if decoder.exists() else None
+        if decoder:
+            dec = load_decoder(decoder)
+        return cls(z["centroids_mel"].astype(np.float32), z["centroids_mag"].astype(np.float32), dec)
 
     # ---------------------------------------------------------------------------------------- encode / decode
     def encode(self, audio: np.ndarray) -> np.ndarray:
@@ -104,28 +113,90 @@ class SpectralCodec:
         mel = torch.from_numpy(self.mel_of(log_magnitude(audio)))
         return torch.cdist(mel, torch.from_numpy(self.centroids_mel)).argmin(1).numpy().astype(np.int64)
 
-    def decode(self, tokens, n_iter: int = 32) -> np.ndarray:
-        """Tokens → float32 16 kHz audio (Griffin-Lim on the interpolated centroid spectra)."""
-        import torch
-
+    def spectrum(self, tokens) -> np.ndarray:
+        """Tokens (T,) → float32 log-magnitude (2T, 513) at the 10 ms synthesis hop: the learned decoder's when
+        there is one, else each code's centroid spectrum interpolated."""
         tokens = np.asarray(tokens, np.int64)
-        if tokens.size == 0:
-            return np.zeros(0, np.float32)
+        if self.decoder is not None:
+            import torch
+
+            with torch.inference_mode():
+                return self.decoder(torch.from_numpy(tokens)[None])[0].numpy()
         lm = self.centroids_mag[tokens]  # (T, 513) at 20 ms
         T = len(lm)
         up = HOP // SYN_HOP
         t_src = np.arange(T) * up
         t_dst = np.arange(T * up)
-        lm = np.stack([np.interp(t_dst, t_src, lm[:, f]) for f in range(lm.shape[1])], 1)
-        mag = torch.from_numpy(np.exp(lm).T.astype(np.float32))  # (513, T')
-        win = torch.hann_window(N_FFT)
-        g = torch.Generator().manual_seed(0)
-        angle = torch.rand(mag.shape, generator=g) * 2 * np.pi
-        spec = mag * torch.exp(1j * angle)
-        length = (mag.shape[1] - 1) * SYN_HOP
-        for _ in range(n_iter):
-            y = torch.istft(spec, N_FFT, SYN_HOP, window=win, center=True, length=length)
-            s2 = torch.stft(y, N_FFT, SYN_HOP, window=win, center=True, return_complex=True)
-            spec = mag * torch.exp(1j * torch.angle(s2))
-        y = torch.istft(spec, N_FFT, SYN_HOP, window=win, center=True, length=length).numpy()
-        return (y / (np.abs(y).max() + 1e-6) * 0.9).astype(np.float32)
+        return np.stack([np.interp(t_dst, t_src, lm[:, f]) for f in range(lm.shape[1])], 1).astype(np.float32)
+
+    def decode(self, tokens, n_iter: int = 32) -> np.ndarray:
+        """Tokens → float32 16 kHz audio (Griffin-Lim on :meth:`spectrum`)."""
+        tokens = np.asarray(tokens, np.int64)
+        if tokens.size == 0:
+            return np.zeros(0, np.float32)
+        return griffin_lim(np.exp(self.spectrum(tokens)).T, n_iter)
+
+
+def griffin_lim(mag: np.ndarray, n_iter: int = 32, hop: int = SYN_HOP) -> np.ndarray:
+    """Magnitude spectrogram float (513, T) at ``hop`` → float32 16 kHz audio, peak-normalised to 0.9 (phase by
+    Griffin-Lim, ``n_iter`` iterations from a seeded random phase)."""
+    import torch
+
+    mag = torch.from_numpy(np.asarray(mag, np.float32))
+    win = torch.hann_window(N_FFT)
+    g = torch.Generator().manual_seed(0)
+    angle = torch.rand(mag.shape, generator=g) * 2 * np.pi
+    spec = mag * torch.exp(1j * angle)
+    length = (mag.shape[1] - 1) * hop
+    for _ in range(n_iter):
+        y = torch.istft(spec, N_FFT, hop, window=win, center=True, length=length)
+        s2 = torch.stft(y, N_FFT, hop, window=win, center=True, return_complex=True)
+        spec = mag * torch.exp(1j * torch.angle(s2))
+    y = torch.istft(spec, N_FFT, hop, window=win, center=True, length=length).numpy()
+    return (y / (np.abs(y).max() + 1e-6) * 0.9).astype(np.float32)
+
+
+DECODER_ARCH = {"d": 192, "layers": 4, "layers_up": 2}
+
+
+def build_decoder(n_codes: int = 512, d: int = 192, layers: int = 4, layers_up: int = 2):
+    """The learned inverse: codes (B, T) → log-magnitude (B, 2T, 513) at the 10 ms hop. A code embedding, residual
+    convolutions (kernel 5) over the 20 ms frames so each frame sees ±``2·layers`` neighbours (transitions,
+    coarticulation), a ×2 transposed convolution to 10 ms and ``layers_up`` more convolutions there."""
+    import torch
+    from torch import nn
+
+    class CodeDecoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(n_codes, d)
+            self.convs = nn.ModuleList(nn.Conv1d(d, d, 5, padding=2) for _ in range(layers))
+            self.up = nn.ConvTranspose1d(d, d, 4, stride=2, padding=1)
+            self.convs_up = nn.ModuleList(nn.Conv1d(d, d, 5, padding=2) for _ in range(layers_up))
+            self.out = nn.Linear(d, N_FFT // 2 + 1)
+
+        def forward(self, codes):
+            h = self.emb(codes).transpose(1, 2)
+            for c in self.convs:
+                h = h + torch.nn.functional.gelu(c(h))
+            h = self.up(h)
+            for c in self.convs_up:
+                h = h + torch.nn.functional.gelu(c(h))
+            return self.out(h.transpose(1, 2))
+
+    return CodeDecoder()
+
+
+def load_decoder(path: str | Path):
+    """A :func:`build_decoder` module from its ``.safetensors`` (fp16 weights; the architecture in the metadata)."""
+    import json
+
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    with safe_open(str(path), "pt") as f:
+        arch = json.loads((f.metadata() or {}).get("arch", "{}")) or DECODER_ARCH
+    dec = build_decoder(**arch)
+    dec.load_state_dict({k: v.float() for k, v in load_file(str(path)).items()})
+    return dec.eval().to(torch.float32)

@@ -274,6 +274,81 @@ def _val_loss(lm, val) -> float:
                      / mask.sum())
 
 
+def train_decoder(epochs: int, seed: int = 0, input_noise: float = 0.1, crop: int = 200, batch: int = 16) -> None:
+    """The codec's learned inverse (tts.codec.build_decoder): codes → the teacher's log-magnitude spectrum at the 10 ms
+    synthesis hop, L1 on log-magnitude (floored at e^-9), random 4 s crops of the training utterances (validation
+    ones held out). ``input_noise``: fraction of input codes replaced by random codes, so that the decoder also
+    renders the LM's less clean code sequences smoothly. Writes assets/codec_tts/decoder.safetensors."""
+    import torch
+
+    from tts.codec import DECODER_ARCH, SYN_HOP, SpectralCodec, build_decoder, log_magnitude
+
+    torch.manual_seed(seed)
+    d = load_data()
+    codec = SpectralCodec.load(ASSET / "codec.npz", decoder=False)
+    items = d["items"]
+    n_val = max(4, len(items) // 25)
+    pairs = []
+    for x in items:
+        codes = codec.encode(x["audio"])
+        mag = np.maximum(log_magnitude(x["audio"], SYN_HOP), -9.0)
+        T2 = 2 * len(codes)
+        mag = np.concatenate([mag, np.repeat(mag[-1:], max(0, T2 - len(mag)), 0)])[:T2]
+        pairs.append((codes, mag.astype(np.float32)))
+    val, tr = pairs[:n_val], pairs[n_val:]
+    dec = build_decoder(codec.K, **DECODER_ARCH)
+    with torch.no_grad():
+        dec.out.bias.copy_(torch.from_numpy(np.concatenate([m for _, m in tr]).mean(0)))
+    n_params = sum(p.numel() for p in dec.parameters())
+    steps_per_epoch = sum(len(c) for c, _ in tr) // (crop * batch) + 1
+    opt = torch.optim.AdamW(dec.parameters(), lr=2e-3, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=epochs * steps_per_epoch, pct_start=0.1)
+    rng = np.random.default_rng(seed)
+    print(f"decoder: {n_params / 1e6:.2f} M params, {len(tr)} utterances, {steps_per_epoch} steps/epoch", flush=True)
+    t0, c0 = time.time(), time.process_time()
+
+    def val_l1():
+        dec.eval()
+        with torch.no_grad():
+            e = [float((dec(torch.from_numpy(c)[None])[0] - torch.from_numpy(m)).abs().mean()) for c, m in val]
+        dec.train()
+        return float(np.mean(e))
+
+    print(f"decoder val L1 at init {val_l1():.3f}; centroid spectra "
+          f"{np.mean([np.abs(np.maximum(codec.spectrum(c), -9) - m).mean() for c, m in val]):.3f}", flush=True)
+    for ep in range(epochs):
+        tot = 0.0
+        for _ in range(steps_per_epoch):
+            X = np.zeros((batch, crop), np.int64)
+            Y = np.zeros((batch, 2 * crop, tr[0][1].shape[1]), np.float32)
+            M = np.zeros((batch, 2 * crop, 1), np.float32)
+            for b in range(batch):
+                c, m = tr[rng.integers(len(tr))]
+                s0 = int(rng.integers(0, max(1, len(c) - crop + 1)))
+                n = min(crop, len(c) - s0)
+                X[b, :n], Y[b, : 2 * n], M[b, : 2 * n] = c[s0 : s0 + n], m[2 * s0 : 2 * (s0 + n)], 1
+            x = torch.from_numpy(X)
+            if input_noise > 0:
+                x = torch.where(torch.rand(x.shape) < input_noise, torch.randint(0, codec.K, x.shape), x)
+            loss = ((dec(x) - torch.from_numpy(Y)).abs() * torch.from_numpy(M)).sum() / (M.sum() * Y.shape[2])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            tot += loss.item()
+        print(f"decoder epoch {ep + 1}/{epochs}: train L1 {tot / steps_per_epoch:.3f}, val L1 {val_l1():.3f}, "
+              f"{time.time() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU", flush=True)
+    from safetensors.torch import save_file
+
+    save_file({k: v.half().contiguous() for k, v in dec.state_dict().items()}, str(ASSET / "decoder.safetensors"),
+              metadata={"arch": json.dumps(DECODER_ARCH)})
+    info = json.loads((ASSET / "config.json").read_text()) if (ASSET / "config.json").exists() else {}
+    info["decoder"] = {"arch": DECODER_ARCH, "epochs": epochs, "steps": epochs * steps_per_epoch, "batch": batch,
+                       "crop_frames": crop, "input_noise": input_noise, "train_utterances": len(tr),
+                       "val_l1": round(val_l1(), 4), "cpu_s": round(time.process_time() - c0)}
+    (ASSET / "config.json").write_text(json.dumps(info, indent=1))
+
+
 def train_draft(epochs: int, seed: int = 0) -> None:
     """Draft = the target's first ``draft_layers`` layers (frozen, shared) + its own norm and head, distilled
     from the target's distribution (KL), as the paper's draft is a layer subset of the target."""
@@ -320,19 +395,25 @@ def train_draft(epochs: int, seed: int = 0) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine.training.codec_tts")
-    ap.add_argument("stage", choices=["data", "codec", "lm", "draft", "all"])
+    ap.add_argument("stage", choices=["data", "codec", "decoder", "lm", "draft", "all"])
     ap.add_argument("--sentences", type=int, default=N_SENTENCES)
     ap.add_argument("--codec-sentences", type=int, default=600)
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--draft-epochs", type=int, default=3)
+    ap.add_argument("--decoder-epochs", type=int, default=6)
     ap.add_argument("--input-noise", type=float, default=0.4,
                     help="fraction of input codes replaced by random codes while training the target")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if a.stage in ("data", "all"):
         make_data(a.sentences)
     if a.stage in ("codec", "all"):
         fit_codec(n_sentences=a.codec_sentences)
+    if a.stage in ("decoder", "all"):
+        train_decoder(a.decoder_epochs)
     if a.stage in ("lm", "all"):
         train_lm(a.epochs, input_noise=a.input_noise)
     if a.stage in ("draft", "all"):
