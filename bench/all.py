@@ -156,9 +156,10 @@ JOBS: tuple[Job, ...] = (
                "--seed", "0"), 1050,
         about="codec TTS sampling: target-only vs SD vs SSD bias vs PCG θ sweep, Whisper CER"),
     # -- voice to voice --------------------------------------------------------------------------------------------
-    Job("voice", "voice.json", _bench("voice", "--methods", "cascade", "cascade_prefill", "predgen_t1", "predgen_t2",
-                                      "--set", "llm.max_answer_tokens=48"), 900,
-        about="spoken questions in real time through VAD → streaming ASR → answer → TTS, per answer method"),
+    Job("voice", "voice.json", _bench("voice", "--methods", "cascade", "cascade_sentence", "cascade_prefill",
+                                      "predgen", "predgen_sentence"), 1500,
+        about="spoken questions in real time through VAD → streaming ASR → answer → TTS, per answer method and "
+              "first-piece rule (clause vs whole sentence)"),
     # -- duplex and long sessions ----------------------------------------------------------------------------------
     Job("caption-default", "caption_default_contended.json", _bench("caption", "--methods", "ssbd_mask"), 700,
         about="live captions on 65 spoken inputs, the default method (answers vs translations, chrF, NE, latency)"),

@@ -171,7 +171,8 @@ def run(args) -> dict:
         rows = []
         for k, stream in enumerate(streams):
             pg = PredGen(lm, tts, system, verifier=verifier, top_k=args.top_k, tokens_per_update=budget,
-                         max_tokens=args.max_tokens, judge_lm=judge, speculation_threads=threads)
+                         max_tokens=args.max_tokens, judge_lm=judge, speculation_threads=threads,
+                         first_clause_words=cfg.tts.first_clause_words)
             pg.warm()
             r = simulate(pg, stream, speculate=method != "cascade")
             rows.append(r)
@@ -195,7 +196,8 @@ def run(args) -> dict:
     pre = summary(results["cascade_prefill"]) if "cascade_prefill" in results else None
     report = {"benchmark": "predgen", "model": str(rt.model(args.role).path), "input": args.stream or args.prompts,
               "turns": len(streams), "skipped_streams": skipped, "chars_per_minute": 600,
-              "tokens_per_update": args.budget, "speculation_threads": threads, "max_tokens": args.max_tokens,
+              "tokens_per_update": args.budget, "first_clause_words": cfg.tts.first_clause_words,
+              "speculation_threads": threads, "max_tokens": args.max_tokens,
               "top_k": args.top_k, "methods": {}}
     for method, rows in results.items():
         s = summary(rows)
