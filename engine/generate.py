@@ -16,7 +16,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from . import verify as V
-from .lm import CausalLM
+from .lm import CausalLM, GreedyDecoder
 
 
 class LMSession:
@@ -91,10 +91,27 @@ def greedy_stream(session: LMSession, prompt: Sequence[int], max_new: int, stop_
                   cancel: threading.Event | None = None, stats: GenStats | None = None) -> Iterator[int]:
     """Plain AR greedy decoding: yield tokens until a stop id, ``max_new`` tokens, or ``cancel``.
 
-    The stop token itself is not yielded (and is not left in the cache)."""
+    The stop token itself is not yielded (and is not left in the cache). An LM with the
+    :class:`engine.lm.GreedyDecoder` capability (an LLM server) decodes the whole answer in one call (one streamed
+    request); any other LM is driven one ``eval`` per token. ``stats.prefill_s`` is then the time to the first
+    token."""
     stats = stats if stats is not None else GenStats()
     stats.prompt_tokens = len(prompt)
     t0 = time.perf_counter()
+    if isinstance(session.lm, GreedyDecoder) and prompt:
+        session._claim()
+        dec = _ServerDecode(session, list(prompt), max_new, stop_ids, cancel)
+        t1 = None
+        for tok in dec:
+            if t1 is None:
+                t1 = time.perf_counter()
+                stats.prefill_s = t1 - t0
+            if stats.first_token_wall is None:
+                stats.first_token_wall = time.monotonic()
+            stats.new_tokens += 1
+            yield tok
+            stats.decode_s = time.perf_counter() - t1
+        return
     row = session.prefill(prompt)
     stats.prefill_s = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -110,6 +127,102 @@ def greedy_stream(session: LMSession, prompt: Sequence[int], max_new: int, stop_
         yield tok
         row = session.eval([tok])[-1]
         stats.decode_s = time.perf_counter() - t1
+
+
+class _ServerDecode:
+    """Greedy tokens after ``context`` from an LM with :class:`engine.lm.GreedyDecoder` (one call), keeping the
+    session's token list equal to the LM's cache; closing it (or ``cancel``) ends the call."""
+
+    def __init__(self, session: LMSession, context: list[int], max_new: int, stop_ids, cancel):
+        self.session, self.context = session, context
+        self.max_new, self.stop_ids, self.cancel = max_new, frozenset(stop_ids), cancel
+        self.yielded = 0
+
+    def __iter__(self) -> Iterator[int]:
+        s = self.session
+        if self.max_new < 1:
+            return
+        gen = s.lm.generate(self.context, self.max_new, self.stop_ids, cancel=self.cancel)
+        s.tokens = list(self.context)
+        try:
+            for tok in gen:
+                s.tokens.append(tok)
+                s.n_eval += 1  # one forward pass per decoded token, on the server
+                s.n_eval_tokens += 1
+                self.yielded += 1
+                yield tok
+        finally:
+            gen.close()
+            s.tokens = s.tokens[: s.lm.n_past]
+
+
+class GreedySteps:
+    """Greedy decoding driven one token at a time by a loop that decides after each token whether to go on (e.g.
+    PredGen's final step: up to the first sentence, then the rest): ``step(tok)`` returns the greedy token after
+    the cached context ⊕ ``tok``.
+
+    On an LM with :class:`engine.lm.GreedyDecoder` (an LLM server) the first ``step`` opens ONE streamed call for
+    the whole continuation (at most ``max_new`` tokens) and later steps read from it — the server keeps decoding
+    while the loop does other work (e.g. synthesises the first sentence); each later ``tok`` must be the token the
+    previous step returned. Otherwise each step is one ``eval([tok])``, exactly as a hand-written loop.
+
+    Args:
+        session: the session whose cache holds the context.
+        max_new: tokens the streamed call may decode (ignored per token).
+        stop_ids: ids that end the answer (the stream never yields them; :meth:`step` then returns one of them).
+        cancel: ends the streamed call before its next token (``step`` then returns None).
+
+    Attributes:
+        requests: streamed calls opened (0 or 1).
+    """
+
+    def __init__(self, session: LMSession, max_new: int, stop_ids: frozenset[int] | set[int],
+                 cancel: threading.Event | None = None):
+        self.session, self.max_new, self.stop_ids, self.cancel = session, max_new, frozenset(stop_ids), cancel
+        self.requests = 0
+        self._dec: _ServerDecode | None = None
+        self._it: Iterator[int] | None = None
+        self._last: int | None = None
+        self._prev: int | None = None
+        self._server = isinstance(session.lm, GreedyDecoder)
+
+    def step(self, tok: int) -> int | None:
+        """The next greedy token after ⊕ ``tok`` (int), a stop id, or None (stream ended by ``max_new``/cancel).
+
+        Raises:
+            ValueError: on a streamed call, ``tok`` is not the token the previous step returned.
+            Whatever the LM raises (e.g. :class:`engine.remote_lm.RemoteLMError` when the server went away).
+        """
+        if not self._server:
+            return int(np.argmax(self.session.eval([tok])[-1]))
+        if self._it is None:
+            if self.max_new < 1 or (self.cancel is not None and self.cancel.is_set()):
+                return None
+            s = self.session
+            s._claim()
+            self._dec = _ServerDecode(s, s.tokens + [int(tok)], self.max_new, self.stop_ids, self.cancel)
+            self._it = iter(self._dec)
+            self.requests += 1
+        elif tok != self._last:
+            if tok == self._prev:  # the same step again (a loop that re-feeds its last token): same answer
+                return self._last
+            raise ValueError(f"step({tok}) after the stream gave {self._last}: the streamed continuation cannot "
+                             f"follow another token")
+        self._prev = int(tok)
+        nxt = next(self._it, None)
+        if nxt is None:
+            reason = getattr(self.session.lm, "finish_reason", None)
+            if reason is None:  # an LM that does not say why: a stream shorter than asked ended at a stop id
+                reason = "stop" if self._dec.yielded < self.max_new else "length"
+            stopped = reason == "stop" and self.stop_ids and not (self.cancel is not None and self.cancel.is_set())
+            nxt = min(self.stop_ids) if stopped else None  # the server decoded an end-of-answer token
+        self._last = nxt
+        return nxt
+
+    def close(self) -> None:
+        """End the streamed call (if any): the server stops decoding."""
+        if self._it is not None:
+            self._it.close()
 
 
 class TextStreamer:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -63,6 +63,25 @@ class CausalLM(Protocol):
     def tokenize(self, text: str, special: bool = False) -> list[int]: ...
 
     def detokenize(self, ids: Sequence[int]) -> str: ...
+
+
+@runtime_checkable
+class GreedyDecoder(Protocol):
+    """Optional capability of a :class:`CausalLM`: greedy decoding of a whole continuation in one call (an LLM
+    server's streamed completion). :func:`engine.generate.greedy_stream` and :class:`engine.generate.GreedySteps`
+    use it when the LM has it, else one ``eval`` per token. After a call, ``finish_reason`` (optional attribute)
+    says why it ended: "stop" (end of the answer), "length" or "cancel"."""
+
+    def generate(self, tokens: Sequence[int], max_tokens: int, stop_ids: frozenset[int] | set[int] = frozenset(),
+                 stop: Sequence[str] = (), cancel=None) -> Iterator[int]:
+        """Greedy continuation of ``tokens`` (the whole context; the KV cache is made to hold it): yield token ids
+        as they are decoded, until a stop id (not yielded), a stop string, ``max_tokens`` or ``cancel`` (a
+        ``threading.Event``). Afterwards the cache holds ``tokens`` ⊕ the yielded ids (``n_past`` says so).
+
+        Raises:
+            ValueError: empty ``tokens`` or the context window would overflow.
+        """
+        ...
 
 
 @runtime_checkable

@@ -29,6 +29,11 @@ How the protocol maps onto requests:
       acceptance is exact for k ≤ N; τ-threshold and β-biased acceptance are exact when the draft token is among the
       returned entries, and otherwise see a probability no larger than the true one (they can only reject more).
       ``softmax`` of a row reproduces the returned probabilities exactly.
+    * ``generate`` (the optional :class:`engine.lm.GreedyDecoder` capability) decodes a whole greedy continuation in
+      ONE streamed ``/v1/completions`` request (SGLang: ``/generate``) without log-probs, so answers, captions and
+      PredGen's final step cost one request, not one per token. llama-cpp-python's server computes log-probs by
+      sorting the whole vocabulary in Python for every returned position, whatever ``logprobs`` asks for (measured
+      in bench/results/remote_predgen_voice_asr_partials_qwen0.5b.json): a streamed decode skips that entirely.
 
 Errors: every failure to reach the server or to understand it raises :class:`RemoteLMError` (subclasses
 :class:`NoPromptLogprobsError`, :class:`TokenizerMismatchError`), after ``retries`` retries with exponential
@@ -44,6 +49,7 @@ import json
 import logging
 import math
 import os
+import re
 import socket
 import threading
 import time
@@ -51,7 +57,7 @@ import urllib.parse
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -94,6 +100,10 @@ class RemoteStats:
             and at least the last token).
         echo_prompt_tokens / echo_reprocessed_tokens / echo_bytes_sent / echo_bytes_received: the same counts for
             the echo (verification) requests alone.
+        stream_requests / stream_tokens / stream_prompt_tokens: streamed greedy decodings (:meth:`RemoteLM.generate`,
+            one request each), the token ids they yielded, the context tokens they sent.
+        stream_retokenize_conflicts: streamed texts whose local re-tokenisation disagreed with ids already yielded
+            (text-only servers; the text stays right, the ids of the rest are those of the remaining text).
     """
 
     requests: int = 0
@@ -110,6 +120,10 @@ class RemoteStats:
     echo_reprocessed_tokens: int = 0
     echo_bytes_sent: int = 0
     echo_bytes_received: int = 0
+    stream_requests: int = 0
+    stream_tokens: int = 0
+    stream_prompt_tokens: int = 0
+    stream_retokenize_conflicts: int = 0
 
     def snapshot(self) -> dict:
         return asdict(self)
@@ -213,6 +227,92 @@ class _Http:
             raise last
         raise RemoteLMError(f"LLM server at {self.url} is unreachable ({type(last).__name__}: {last}) after "
                             f"{attempts} attempt(s)") from None
+
+
+    def stream(self, path: str, body: dict) -> Iterator[dict]:
+        """One streamed (server-sent events) JSON request on its own connection: yields each ``data:`` event's
+        object until ``[DONE]`` or the end of the body. Closing the generator closes the connection (the server
+        stops generating at its next token). Connection failures and 408/429/5xx before the first byte of the
+        body are retried with back-off; a failure after it is not (the tokens would repeat).
+
+        Raises:
+            RemoteLMError: unreachable after the retries, no data within ``timeout_s``, an error status, a non-JSON
+                event, an error event, or the stream broke off.
+        """
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        full = self.prefix + path
+        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        last: Exception | None = None
+        conn = resp = None
+        for a in range(1 + self.retries):
+            if a:
+                self.stats.retries += 1
+                time.sleep(self.backoff_s * 2 ** (a - 1))
+            t0 = time.perf_counter()
+            conn = cls(self.host, self.port, timeout=self.timeout_s)
+            try:
+                conn.request("POST", full, body=data, headers=headers)
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                if isinstance(e, (socket.timeout, TimeoutError)):
+                    raise RemoteLMError(
+                        f"LLM server at {self.url} did not answer {path} within {self.timeout_s:g} s") from None
+                last, resp = e, None
+                continue
+            finally:
+                self.stats.http_s += time.perf_counter() - t0
+            self.stats.requests += 1
+            self.stats.bytes_sent += len(data)
+            if resp.status >= 400:
+                raw = resp.read()
+                self.stats.bytes_received += len(raw)
+                conn.close()
+                last = _HTTPStatusError(resp.status, raw.decode("utf-8", "replace"), full)
+                if resp.status in (408, 429) or resp.status >= 500:
+                    resp = None
+                    continue
+                raise last
+            break
+        if resp is None:
+            if isinstance(last, _HTTPStatusError):
+                raise last
+            raise RemoteLMError(f"LLM server at {self.url} is unreachable ({type(last).__name__}: {last}) after "
+                                f"{1 + self.retries} attempt(s)") from None
+        try:
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    line = resp.readline()
+                except (OSError, http.client.HTTPException) as e:
+                    if isinstance(e, (socket.timeout, TimeoutError)):
+                        raise RemoteLMError(f"LLM server at {self.url} sent nothing on {path} for "
+                                            f"{self.timeout_s:g} s") from None
+                    raise RemoteLMError(f"LLM server at {self.url} broke off the stream of {path} "
+                                        f"({type(e).__name__}: {e}): unreachable now?") from None
+                finally:
+                    self.stats.http_s += time.perf_counter() - t0
+                if not line:
+                    return  # end of body without [DONE]: the caller checks it got a finish reason
+                self.stats.bytes_received += len(line)
+                line = line.strip()
+                if not line.startswith(b"data:"):
+                    continue  # blank separators, ": ping" comments, event names
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    return
+                try:
+                    ev = json.loads(payload)
+                except ValueError:
+                    raise RemoteLMError(f"{full}: the server streamed non-JSON: {payload[:200]!r}") from None
+                if isinstance(ev, dict) and ev.get("error"):
+                    raise RemoteLMError(f"{full}: the server reported an error mid-stream: {str(ev['error'])[:300]}")
+                yield ev
+        finally:
+            conn.close()
 
 
 # ------------------------------------------------------------------------------------------------- tokenizers
@@ -426,6 +526,8 @@ class RemoteLM:
         self.ids_prompt = False
         self.ids_keys = False  # top-logprob keys are "token_id:N" (vLLM return_tokens_as_token_ids)
         self.tokenize_path = ""
+        self.finish_reason = ""  # of the last generate(): "stop" | "length" | "cancel"
+        self._stream_finish = ""
         self._tokens: list[int] = []
         self._unsent: list[_Pending] = []
         self._last_sent: list[int] = []
@@ -860,6 +962,180 @@ class RemoteLM:
                                                       "add_generation_prompt": add_generation_prompt})
             return self._server_detokenize(r["tokens"])
         raise RemoteLMError("no chat template: give the model's tokenizer (llm.tokenizer)")
+
+    def generate(self, tokens: Sequence[int], max_tokens: int, stop_ids: frozenset[int] | set[int] = frozenset(),
+                 stop: Sequence[str] = (), cancel: threading.Event | None = None) -> Iterator[int]:
+        """Greedy continuation of ``tokens`` in ONE streamed request (:class:`engine.lm.GreedyDecoder`).
+
+        OpenAI-compatible ``/v1/completions`` with ``stream: true``, ``temperature: 0`` (and ``repeat_penalty: 1``
+        for llama-cpp-python, whose default penalises repeats): the server serves the shared prefix from its cache,
+        decodes token after token and sends each as it comes. Token ids are read from the stream where the server
+        gives them (vLLM ``return_tokens_as_token_ids``; SGLang's native ``/generate``); a text-only stream
+        (llama-cpp-python) is re-tokenised locally, yielding a token only once the text after it has started a new
+        word (so a later piece cannot re-merge it) — the rest at the end. A greedy split that is not the canonical
+        tokenisation of its text thus comes back canonical (same text, other ids; rare).
+
+        Args:
+            tokens: the whole context (e.g. prompt ⊕ accepted answer tokens); ``n_past`` becomes its length.
+            max_tokens: at most this many tokens are yielded (≥ 1).
+            stop_ids: end of decoding at these ids (never yielded; end-of-turn ids stop every server anyway).
+            stop: stop strings (the server cuts the text before them).
+            cancel: set it (a newer partial arrived, barge-in) and the generator stops before its next token and
+                closes the connection, which stops the server.
+
+        Yields:
+            int token ids, as they are decoded. Afterwards (or when the generator is closed) the bookkeeping cache
+            holds ``tokens`` ⊕ the yielded ids, and ``finish_reason`` says why it ended: "stop" (a stop id or
+            string, the end of the answer), "length" (``max_tokens``) or "cancel".
+
+        Raises:
+            ValueError: empty ``tokens``, ``max_tokens`` < 1, or the context window would overflow.
+            RemoteLMError: the server failed or went away (also mid-stream), or answered in an unusable form.
+        """
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise ValueError("generate() needs at least one context token")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        if len(tokens) + max_tokens > self.n_ctx:
+            max_tokens = self.n_ctx - len(tokens)
+            if max_tokens < 1:
+                raise ValueError(f"context window of {self.n_ctx} tokens exceeded ({len(tokens)}+1)")
+        self._unsent.clear()  # the streamed request evaluates those tokens anyway
+        self._tokens = list(tokens)
+        return self._generate(tokens, max_tokens, frozenset(int(i) for i in stop_ids), list(stop), cancel)
+
+    def _generate(self, tokens: list[int], max_tokens: int, stop_ids: frozenset[int], stop: list[str],
+                  cancel: threading.Event | None) -> Iterator[int]:
+        out: list[int] = []
+        self.finish_reason = ""
+        self._stream_finish = ""
+        self.stats.stream_requests += 1
+        self.stats.stream_prompt_tokens += len(tokens)
+        from .verify import common_prefix
+
+        k = common_prefix(self._last_sent, tokens)
+        self._reprocessed(len(tokens) - min(k, len(tokens) - 1), len(tokens), False)
+        try:
+            if self.api == "sglang":
+                events = self._stream_sglang(tokens, max_tokens, stop_ids, stop)
+            else:
+                events = self._stream_openai(tokens, max_tokens, stop_ids, stop)
+            for ids in events:
+                for t in ids:
+                    if t in stop_ids:
+                        self.finish_reason = "stop"
+                    elif len(out) >= max_tokens:
+                        self.finish_reason = "length"
+                    elif cancel is not None and cancel.is_set():
+                        self.finish_reason = "cancel"
+                    if self.finish_reason:
+                        return
+                    out.append(t)
+                    self._tokens.append(t)
+                    self.stats.stream_tokens += 1
+                    yield t
+                if cancel is not None and cancel.is_set():
+                    self.finish_reason = "cancel"
+                    return
+            self.finish_reason = "stop" if self._stream_finish == "stop" else "length"
+        finally:
+            self._last_sent = tokens + out  # the server's single slot holds what it evaluated
+
+    def _stream_openai(self, tokens: list[int], max_tokens: int, stop_ids: frozenset[int],
+                       stop: list[str]) -> Iterator[list[int]]:
+        body = {"prompt": list(tokens) if self.ids_prompt else self.tok.render(tokens), "max_tokens": max_tokens,
+                "temperature": 0.0, "stream": True}
+        if self.model:
+            body["model"] = self.model
+        if stop:
+            body["stop"] = stop
+        if self.ids_keys:  # vLLM: each streamed token as "token_id:N"
+            body.update(logprobs=1, return_tokens_as_token_ids=True)
+            if stop_ids:
+                body["stop_token_ids"] = sorted(stop_ids)
+        if self.tokenize_path == "/extras/tokenize":  # llama-cpp-python: its default repeat_penalty is 1.1
+            body.update(repeat_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0)
+        text = ""
+        done: list[int] = []
+        finished = False
+        for ev in self._http.stream("/v1/completions", body):
+            try:
+                ch = ev["choices"][0]
+            except (KeyError, IndexError, TypeError):
+                if isinstance(ev, dict) and not ev.get("choices"):
+                    continue  # e.g. a final usage-only chunk
+                raise RemoteLMError(f"unexpected streamed /v1/completions event: {str(ev)[:200]}") from None
+            keyed = ((ch.get("logprobs") or {}).get("tokens") or []) if self.ids_keys else []
+            if keyed:
+                ids = [int(x[9:]) for x in keyed if isinstance(x, str) and x.startswith("token_id:")]
+                done.extend(ids)
+                yield ids
+            else:
+                text += ch.get("text") or ""
+                new = self._stable_ids(text, done, final=False)
+                done.extend(new)
+                if new:
+                    yield new
+            if ch.get("finish_reason"):
+                finished = True
+                self._stream_finish = ch["finish_reason"]
+        if not finished:
+            raise RemoteLMError(f"the LLM server at {self.base_url} ended the stream without a finish reason "
+                                f"(it went away mid-answer?)")
+        if not self.ids_keys or text:
+            rest = self._stable_ids(text, done, final=True)
+            if rest:
+                yield rest
+
+    def _stable_ids(self, text: str, done: list[int], final: bool) -> list[int]:
+        """Token ids of streamed ``text`` beyond ``done`` that no later text can change: those before the start of
+        its last whitespace run, on which the tokenisations of the whole text and of that prefix agree (all of
+        them when ``final``)."""
+        if self.tok is None and not self.tokenize_path:
+            raise RemoteLMError("a text-only stream needs a tokenizer")
+        ids = self.tokenize(text) if text else []
+        if not final:
+            runs = list(re.finditer(r"\s+", text))
+            cut = runs[-1].start() if runs else 0
+            head = self.tokenize(text[:cut]) if cut else []
+            n = 0
+            while n < min(len(ids), len(head)) and ids[n] == head[n]:
+                n += 1
+            ids = ids[:n]
+        if ids[: len(done)] != done:
+            if not final:
+                return []  # wait for the end of the stream
+            self.stats.stream_retokenize_conflicts += 1
+            log.warning("streamed text re-tokenises differently from the ids already yielded; continuing with the "
+                        "ids of the remaining text")
+            return self.tokenize(text[len(self.detokenize(done)):]) if len(text) > len(self.detokenize(done)) else []
+        return ids[len(done):]
+
+    def _stream_sglang(self, tokens: list[int], max_tokens: int, stop_ids: frozenset[int],
+                       stop: list[str]) -> Iterator[list[int]]:
+        sp = {"max_new_tokens": max_tokens, "temperature": 0.0}
+        if stop:
+            sp["stop"] = stop
+        if stop_ids:
+            sp["stop_token_ids"] = sorted(stop_ids)
+        body = {"input_ids": list(tokens), "sampling_params": sp, "stream": True, "return_logprob": True,
+                "logprob_start_len": len(tokens), "top_logprobs_num": 0}
+        seen = 0
+        finished = False
+        for ev in self._http.stream("/generate", body):
+            meta = ev.get("meta_info") or {}
+            got = [int(e[1]) for e in meta.get("output_token_logprobs") or [] if e and len(e) > 1]
+            new = got[seen:]  # the list is cumulative (SGLang's default streaming output)
+            seen += len(new)
+            if new:
+                yield new
+            if meta.get("finish_reason"):
+                finished = True
+                fr = meta["finish_reason"]
+                self._stream_finish = fr.get("type", "") if isinstance(fr, dict) else str(fr)
+        if not finished:
+            raise RemoteLMError(f"SGLang at {self.base_url} ended the stream without a finish reason")
 
     def reset_stats(self) -> None:
         for k, v in asdict(RemoteStats()).items():

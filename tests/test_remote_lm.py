@@ -127,16 +127,69 @@ def test_verification_rows_match_in_process_and_cost_one_request(remote, local):
                        atol=1e-4)  # and softmax of a row reproduces them
 
 
-def test_prefill_and_decoding_use_last_rows_only(remote, local):
+def test_prefill_uses_last_rows_only(remote, local):
     prompt = local.tokenize(local.chat_prompt([{"role": "user", "content": "Name a colour."}]), special=True)
     before = remote.stats.snapshot()
-    got = list(greedy_stream(LMSession(remote), prompt, 6, remote.eos_ids))
+    row = LMSession(remote).prefill(prompt)
     after = remote.stats.snapshot()
-    want = list(greedy_stream(LMSession(local), prompt, 6, local.eos_ids))
+    assert after["echo_requests"] == before["echo_requests"]  # no prompt log-probs needed
+    assert after["eval_requests"] - before["eval_requests"] == 1
+    want = LMSession(local).prefill(prompt)
+    assert int(np.argmax(row)) == int(np.argmax(want)) or abs(float(want[np.argmax(row)] - want.max())) < 0.5
+
+
+def test_streamed_decoding_is_one_request_with_in_process_tokens(remote, local):
+    """greedy_stream over a server (the cascade answer, captions): ONE streamed /v1/completions request, the same
+    tokens as in-process greedy; a cancel stops it and the server serves the next request at once."""
+    prompt = local.tokenize(local.chat_prompt([{"role": "user", "content": "Why is the sky blue?"}]), special=True)
+    want = list(greedy_stream(LMSession(local), prompt, 24, local.eos_ids))
+    before = remote.stats.snapshot()
+    got = list(greedy_stream(LMSession(remote), prompt, 24, remote.eos_ids))
+    after = remote.stats.snapshot()
     if got != want:
         same_or_near_tie(local, prompt, want, got)
-    assert after["echo_requests"] == before["echo_requests"]  # no prompt log-probs needed
-    assert after["eval_requests"] - before["eval_requests"] == len(got) + 1  # the pre-fill, then one per token
+    assert len(got) == len(want) == 24
+    assert after["requests"] - before["requests"] == 1 and after["stream_requests"] - before["stream_requests"] == 1
+    assert after["eval_requests"] == before["eval_requests"] and after["retries"] == before["retries"]
+    assert remote.n_past == len(prompt) + len(got)
+
+    cancel = threading.Event()
+    out = []
+    t0 = time.monotonic()
+    for tok in greedy_stream(LMSession(remote), prompt, 200, remote.eos_ids, cancel):
+        out.append(tok)
+        if len(out) == 3:
+            cancel.set()
+    assert out == got[:3]  # stopped before the 4th token
+    again = list(greedy_stream(LMSession(remote), prompt, 4, remote.eos_ids))
+    assert again == got[:4]
+    assert time.monotonic() - t0 < 120  # the server did not decode the cancelled 200 tokens first
+
+
+def test_predgen_final_decode_is_one_request(remote, local):
+    """After the final verification, the whole answer is ONE streamed request (not one request per token), and
+    it is the in-process answer."""
+    from engine.predgen import PredGen
+
+    def run(lm):
+        pg = PredGen(lm, None, "Answer in two short sentences.", verifier="greedy", max_tokens=32)
+        stats = getattr(lm, "stats", None)
+        s0 = stats.snapshot() if stats else None
+        fi = pg.finish("What is the capital of France?")
+        return pg, fi, ({k: v - s0[k] for k, v in stats.snapshot().items() if isinstance(v, (int, float))}
+                        if stats else None)
+
+    _, want, _ = run(local)
+    pg, got, d = run(remote)
+    assert d["stream_requests"] == 1  # the decoding after verification
+    assert d["eval_requests"] == 1  # the verification (no candidate: the pre-fill's last row)
+    assert d["requests"] == 2
+    if got.answer_tokens != want.answer_tokens:
+        same_or_near_tie(local, pg.prompt_tokens("What is the capital of France?"), want.answer_tokens,
+                         got.answer_tokens)
+    else:
+        assert got.answer == want.answer and got.first_sentence == want.first_sentence
+        assert got.nfetfs == want.nfetfs  # forward passes to the first sentence, counted alike
 
 
 def test_killed_server_raises_and_assistant_reports_an_error(small_gguf):
@@ -160,6 +213,34 @@ def test_killed_server_raises_and_assistant_reports_an_error(small_gguf):
     assert any(isinstance(e, AnswerDone) for e in events)  # the turn ends; the app keeps listening
     with pytest.raises(RemoteLMError, match="unreachable"):
         lm.eval(lm.tokenize(" again"))[-1]
+
+
+def test_server_killed_mid_answer_is_an_error_event(small_gguf):
+    """The server dies while it streams the answer: a RemoteLMError → Error event, the turn ends, no hang."""
+    from engine.assistant import Assistant
+    from engine.events import AnswerDelta, AnswerDone, Error
+
+    srv = LlamaServer(small_gguf)
+    try:
+        lm = RemoteLM(srv.url, tokenizer=small_gguf, n_ctx=N_CTX, timeout_s=120, retries=1, backoff_s=0.05)
+        events = []
+
+        def emit(e):
+            events.append(e)
+            if isinstance(e, AnswerDelta) and srv.proc.poll() is None:
+                srv.proc.kill()  # mid-answer
+                srv.proc.wait()
+
+        a = Assistant(lm, None, "Answer at length.", max_tokens=200, emit=emit)
+        t0 = time.monotonic()
+        text, _ = a.answer(1, "Count from one to one hundred in words.")
+        assert time.monotonic() - t0 < 120
+    finally:
+        srv.stop()
+    errors = [e for e in events if isinstance(e, Error)]
+    assert errors and errors[0].where == "llm" and "RemoteLMError" in errors[0].message
+    assert any(isinstance(e, AnswerDelta) for e in events) and any(isinstance(e, AnswerDone) for e in events)
+    assert lm.stats.stream_requests == 1
 
 
 # ---------------------------------------------------------------- a tiny real HTTP server for the negative cases
@@ -266,11 +347,14 @@ def test_predgen_greedy_same_answer_as_in_process(remote, local):
             n0 = stats.echo_requests if stats else 0
             pg.update(partial)
             per_update.append(stats.echo_requests - n0 if stats else 0)
-        return pg, pg.finish(stream[-1]), per_update
+        r0 = stats.requests if stats else 0
+        fi = pg.finish(stream[-1])
+        return pg, fi, per_update, (stats.requests - r0 if stats else 0)
 
-    _, want, _ = run(local)
-    pg, got, per_update = run(remote)
+    _, want, _, _ = run(local)
+    pg, got, per_update, final_requests = run(remote)
     assert all(n <= 1 for n in per_update)  # at most one verification request per update
+    assert final_requests <= 2  # the final verification, then the rest of the answer in ONE streamed request
     if got.answer_tokens != want.answer_tokens:
         same_or_near_tie(local, pg.prompt_tokens(stream[-1]), want.answer_tokens, got.answer_tokens)
     else:
