@@ -132,17 +132,49 @@ def main(argv=None) -> int:
         results["piper_teacher"] = {"wer": t_wer, "cer": t_cer}
     from tts.codec_lm import ASSET_DIR
 
+    cost = verification_cost(tts.lm, tts.voice.conditioning(max(ids, key=len)))
+    print("verification cost", json.dumps(cost), flush=True)
     report = {"benchmark": "tts", "sentences": len(sents), "lookahead": a.lookahead, "seed": a.seed,
               "render": "learned decoder + Griffin-Lim" if tts.codec.decoder is not None
               else "centroid spectra + Griffin-Lim",
               "temperature": tts.temperature, "model": json.loads((ASSET_DIR / "config.json").read_text()),
-              "results": results}
+              "verification_cost": cost, "results": results}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     print(json.dumps(results, indent=1))
     print(f"wrote {out}")
     return 0
+
+
+def verification_cost(lm, cond: np.ndarray, sizes=(1, 2, 4, 8), context: int = 100, reps: int = 40) -> dict:
+    """Wall time of one KV-cached target pass over k new tokens (k in ``sizes``) after ``context`` cached positions,
+    and of one draft step (1 token), median over ``reps`` (interleaved, so load changes hit every size alike):
+    {"target_ms": {k: ms}, "target_ratio": {k: ms / ms(1)}, "draft_ms", "draft_ratio"} — the cost model of
+    speculative decoding (a round of L_d drafts costs L_d·draft + target(L_d + 1))."""
+    from tts.codec_lm import CodecLMSession
+
+    rng = np.random.default_rng(0)
+    toks = [int(t) for t in rng.integers(0, lm.bos, context + max(sizes))]
+    tgt, dft = CodecLMSession(lm, cond), CodecLMSession(lm, cond, draft=True)
+    tgt.eval(toks[:context])
+    dft.eval(toks[:context])
+    times: dict = {k: [] for k in sizes}
+    times["draft"] = []
+    for _ in range(reps):
+        for k in sizes:
+            t0 = time.perf_counter()
+            tgt.eval(toks[context : context + k])
+            times[k].append(time.perf_counter() - t0)
+            tgt.crop(context)
+        t0 = time.perf_counter()
+        dft.eval(toks[context : context + 1])
+        times["draft"].append(time.perf_counter() - t0)
+        dft.crop(context)
+    med = {k: float(np.median(v)) * 1e3 for k, v in times.items()}
+    return {"context": context, "reps": reps, "target_ms": {str(k): round(med[k], 3) for k in sizes},
+            "target_ratio": {str(k): round(med[k] / med[1], 3) for k in sizes},
+            "draft_ms": round(med["draft"], 3), "draft_ratio": round(med["draft"] / med[1], 3)}
 
 
 def _scorer(cfg, sents):

@@ -197,3 +197,31 @@ def test_runtime_selects_the_codec_engine(tmp_path):
     cfg = Config().with_overrides({"tts": {"engine": "codec", "codec_method": "pcg", "theta": 0.42}})
     t = Runtime(cfg, progress=False).tts()
     assert isinstance(t, CodecTTS) and t.sample_rate == 16000 and t.theta == 0.42
+
+
+def test_learned_decoder_and_centroid_rendering_give_the_same_frames(tts):
+    """decode() renders 2 spectra (10 ms) per 20 ms code, with the learned decoder (decoder.safetensors) or the
+    centroid spectra; both are finite audio of the same length."""
+    from tts.codec import N_FFT, SpectralCodec
+    from tts.codec_lm import ASSET_DIR
+
+    toks = np.random.default_rng(0).integers(0, tts.codec.K, 37)
+    plain = SpectralCodec.load(ASSET_DIR / "codec.npz", decoder=False)
+    assert plain.decoder is None and plain.spectrum(toks).shape == (74, N_FFT // 2 + 1)
+    a = plain.decode(toks, n_iter=2)
+    if tts.codec.decoder is not None:
+        s = tts.codec.spectrum(toks)
+        assert s.shape == (74, N_FFT // 2 + 1) and np.isfinite(s).all()
+        b = tts.codec.decode(toks, n_iter=2)
+        assert len(b) == len(a) and np.isfinite(b).all()
+    assert len(a) == 73 * 160 and np.isfinite(a).all()
+
+
+def test_warp_codes_stretches_each_phoneme_to_its_new_length():
+    from bench.tts_bench import warp_codes
+
+    codes = np.array([1, 1, 2, 3, 3, 3, 9])
+    true = np.array([2, 1, 3, 0, 1])
+    out = warp_codes(codes, true, np.array([1, 2, 3, 1, 0]))
+    assert out.tolist() == [1, 2, 2, 3, 3, 3, 9]  # the empty phoneme borrows the frame at its boundary
+    assert warp_codes(codes, true, true).tolist() == codes.tolist()

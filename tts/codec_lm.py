@@ -116,9 +116,9 @@ def build_modules():
             S = T if caches is None else start + T
             # causal over the new queries, which sit at the end of the S keys (one query sees every key)
             mask = None if T == 1 else torch.ones(T, S, dtype=torch.bool).tril(S - T)
-            blocks = self.blocks[: self.draft_layers] if draft else self.blocks
-            for i, b in enumerate(blocks):
-                h = b(h, None if caches is None else caches[i], mask)
+            # index the layers (slicing a ModuleList builds a new module on every call: per-token overhead)
+            for i in range(self.draft_layers if draft else len(self.blocks)):
+                h = self.blocks[i](h, None if caches is None else caches[i], mask)
             if draft:
                 return self.draft_head(self.draft_norm(h))
             return self.head(self.norm(h))

@@ -244,6 +244,75 @@ def train_lm(epochs: int, seed: int = 0, input_noise: float = 0.0) -> None:
     (ASSET / "config.json").write_text(json.dumps(info, indent=1))
 
 
+def finetune_lm(epochs: int, seed: int = 0, mix: float = 0.5, temperature: float = 0.5, lr: float = 2e-4,
+                input_noise: float = 0.2) -> None:
+    """Fine-tune the shipped target on its own samples (parallel scheduled sampling): per batch, a teacher-forced
+    pass without gradient samples every frame at ``temperature``; a fraction ``mix`` of the input codes is replaced
+    by those samples (and ``input_noise`` of the rest by random codes), the labels stay the teacher's codes. The
+    draft's layers — the code/conditioning embeddings and the first block — are frozen, so the draft (first layer +
+    its own head) is unchanged. Free-running, the target reads its own samples; this trains it on them."""
+    import torch
+
+    from tts.codec_lm import load_lm
+
+    torch.manual_seed(seed)
+    seqs = sequences()
+    n_val = max(4, len(seqs) // 25)
+    val, tr = seqs[:n_val], seqs[n_val:]
+    lm = load_lm(ASSET, dtype=torch.float32)
+    frozen = [lm.code, lm.cur, lm.prev, lm.next, lm.prog, lm.pos, *lm.blocks[: lm.draft_layers], lm.draft_norm,
+              lm.draft_head]
+    for m in frozen:
+        for p in m.parameters():
+            p.requires_grad_(False)
+    params = [p for p in lm.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    batch = 8
+    steps = epochs * ((len(tr) + batch - 1) // batch)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
+    vl0 = _val_loss(lm, val)
+    print(f"fine-tune: val {vl0:.3f} before", flush=True)
+    t0, c0 = time.time(), time.process_time()
+    for ep in range(epochs):
+        random.Random(seed + 1000 + ep).shuffle(tr)
+        tot, n = 0.0, 0
+        for b in range(0, len(tr), batch):
+            x, c, y, mask = _batch(tr[b : b + batch], lm.bos)
+            lm.eval()
+            with torch.no_grad():
+                samp = torch.multinomial(torch.softmax(lm(x, c).flatten(0, 1) / temperature, -1), 1).view(y.shape)
+            lm.train()
+            own = torch.zeros_like(x)
+            own[:, 1:] = samp[:, :-1]
+            r = torch.rand(x.shape)
+            keep = x != lm.bos
+            x = torch.where((r < mix) & keep, own, x)
+            x = torch.where((r >= mix) & (r < mix + input_noise) & keep, torch.randint(0, lm.bos, x.shape), x)
+            logits = lm(x, c)
+            loss = (torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none") * mask).sum() / mask.sum()
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            tot += loss.item()
+            n += 1
+            if n % 20 == 0:
+                print(f"  step {n}: train {tot / n:.3f}, {time.time() - t0:.0f} s wall, "
+                      f"{time.process_time() - c0:.0f} s CPU", flush=True)
+        vl = _val_loss(lm, val)
+        print(f"fine-tune epoch {ep + 1}/{epochs}: train {tot / n:.3f}, val {vl:.3f}, {time.time() - t0:.0f} s wall, "
+              f"{time.process_time() - c0:.0f} s CPU", flush=True)
+    from safetensors.torch import save_file
+
+    save_file({k: v.half().contiguous() for k, v in lm.state_dict().items()}, str(ASSET / "lm.safetensors"))
+    info = json.loads((ASSET / "config.json").read_text())
+    info["finetune"] = {"epochs": epochs, "steps": steps, "mix_own_samples": mix, "temperature": temperature,
+                        "input_noise": input_noise, "lr": lr, "frozen": "embeddings, draft layers and draft head",
+                        "val_loss_before": vl0, "val_loss": vl, "cpu_s": round(time.process_time() - c0)}
+    (ASSET / "config.json").write_text(json.dumps(info, indent=1))
+
+
 def _batch(items, bos: int):
     import torch
 
@@ -274,48 +343,80 @@ def _val_loss(lm, val) -> float:
                      / mask.sum())
 
 
-def train_decoder(epochs: int, seed: int = 0, input_noise: float = 0.1, crop: int = 200, batch: int = 16) -> None:
+def gta_codes(lm, codes: np.ndarray, cond: np.ndarray, temperature: float, g) -> np.ndarray:
+    """Ground-truth-aligned codes: the target LM teacher-forced on the true codes (and the true durations' frame
+    conditioning), each frame sampled at ``temperature`` — code sequences like the LM's own, frame-aligned with the
+    teacher's audio (as Tacotron vocoders are fine-tuned on ground-truth-aligned predictions)."""
+    import torch
+
+    x = torch.from_numpy(np.concatenate([[lm.bos], codes[:-1]]))[None]
+    with torch.inference_mode():
+        logits = lm(x, torch.from_numpy(cond)[None])[0]
+        return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=g)[:, 0].numpy()
+
+
+def train_decoder(epochs: int, seed: int = 0, input_noise: float = 0.1, crop: int = 200, batch: int = 16,
+                  gta: float = 0.0, gta_temperature: float = 0.5, init: bool = False, lr: float = 2e-3) -> None:
     """The codec's learned inverse (tts.codec.build_decoder): codes → the teacher's log-magnitude spectrum at the 10 ms
     synthesis hop, L1 on log-magnitude (floored at e^-9), random 4 s crops of the training utterances (validation
     ones held out). ``input_noise``: fraction of input codes replaced by random codes, so that the decoder also
-    renders the LM's less clean code sequences smoothly. Writes assets/codec_tts/decoder.safetensors."""
+    renders the LM's less clean code sequences smoothly. ``gta``: fraction of the crops whose input codes are the
+    target LM's ground-truth-aligned samples (:func:`gta_codes`, one draw per utterance at ``gta_temperature``)
+    instead of the teacher's codes; ``init``: start from the shipped decoder. Writes
+    assets/codec_tts/decoder.safetensors."""
     import torch
 
-    from tts.codec import DECODER_ARCH, SYN_HOP, SpectralCodec, build_decoder, log_magnitude
+    from tts.codec import DECODER_ARCH, SYN_HOP, SpectralCodec, build_decoder, load_decoder, log_magnitude
+    from tts.codec_lm import frame_conditioning, frames_per_id, load_lm
 
     torch.manual_seed(seed)
     d = load_data()
     codec = SpectralCodec.load(ASSET / "codec.npz", decoder=False)
     items = d["items"]
     n_val = max(4, len(items) // 25)
-    pairs = []
+    lm = load_lm(ASSET) if gta > 0 else None
+    g = torch.Generator().manual_seed(seed)
+    pairs, gta_s = [], time.process_time()
     for x in items:
         codes = codec.encode(x["audio"])
         mag = np.maximum(log_magnitude(x["audio"], SYN_HOP), -9.0)
         T2 = 2 * len(codes)
         mag = np.concatenate([mag, np.repeat(mag[-1:], max(0, T2 - len(mag)), 0)])[:T2]
-        pairs.append((codes, mag.astype(np.float32)))
+        alt = None
+        if lm is not None:
+            cond = frame_conditioning(x["ids"], frames_per_id(x["samples"], d["rate"], len(codes)))
+            alt = gta_codes(lm, codes, cond, gta_temperature, g)
+        pairs.append((codes, mag.astype(np.float32), alt))
+    gta_s = time.process_time() - gta_s
     val, tr = pairs[:n_val], pairs[n_val:]
-    dec = build_decoder(codec.K, **DECODER_ARCH)
-    with torch.no_grad():
-        dec.out.bias.copy_(torch.from_numpy(np.concatenate([m for _, m in tr]).mean(0)))
+    if init:
+        dec = load_decoder(ASSET / "decoder.safetensors").train()
+    else:
+        dec = build_decoder(codec.K, **DECODER_ARCH)
+        with torch.no_grad():
+            dec.out.bias.copy_(torch.from_numpy(np.concatenate([m for _, m, _ in tr]).mean(0)))
     n_params = sum(p.numel() for p in dec.parameters())
-    steps_per_epoch = sum(len(c) for c, _ in tr) // (crop * batch) + 1
-    opt = torch.optim.AdamW(dec.parameters(), lr=2e-3, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=epochs * steps_per_epoch, pct_start=0.1)
+    steps_per_epoch = sum(len(c) for c, _, _ in tr) // (crop * batch) + 1
+    opt = torch.optim.AdamW(dec.parameters(), lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps_per_epoch, pct_start=0.1)
     rng = np.random.default_rng(seed)
     print(f"decoder: {n_params / 1e6:.2f} M params, {len(tr)} utterances, {steps_per_epoch} steps/epoch", flush=True)
     t0, c0 = time.time(), time.process_time()
 
-    def val_l1():
+    def val_l1(k=0):
+        """mean L1 on the validation utterances from the teacher's codes (k=0) or the GTA codes (k=2)"""
         dec.eval()
         with torch.no_grad():
-            e = [float((dec(torch.from_numpy(c)[None])[0] - torch.from_numpy(m)).abs().mean()) for c, m in val]
+            e = [float((dec(torch.from_numpy(p[k])[None])[0] - torch.from_numpy(p[1])).abs().mean()) for p in val]
         dec.train()
         return float(np.mean(e))
 
-    print(f"decoder val L1 at init {val_l1():.3f}; centroid spectra "
-          f"{np.mean([np.abs(np.maximum(codec.spectrum(c), -9) - m).mean() for c, m in val]):.3f}", flush=True)
+    def vals():
+        return f"val L1 {val_l1():.3f}" + (f" (GTA codes {val_l1(2):.3f})" if lm is not None else "")
+
+    cen = lambda k: np.mean([np.abs(np.maximum(codec.spectrum(p[k]), -9) - p[1]).mean() for p in val])  # noqa: E731
+    print(f"decoder at init: {vals()}; centroid spectra {cen(0):.3f}"
+          + (f" (GTA codes {cen(2):.3f}; GTA sampling {gta_s:.0f} s CPU)" if lm is not None else ""), flush=True)
     for ep in range(epochs):
         tot = 0.0
         for _ in range(steps_per_epoch):
@@ -323,7 +424,9 @@ def train_decoder(epochs: int, seed: int = 0, input_noise: float = 0.1, crop: in
             Y = np.zeros((batch, 2 * crop, tr[0][1].shape[1]), np.float32)
             M = np.zeros((batch, 2 * crop, 1), np.float32)
             for b in range(batch):
-                c, m = tr[rng.integers(len(tr))]
+                c, m, alt = tr[rng.integers(len(tr))]
+                if alt is not None and rng.random() < gta:
+                    c = alt
                 s0 = int(rng.integers(0, max(1, len(c) - crop + 1)))
                 n = min(crop, len(c) - s0)
                 X[b, :n], Y[b, : 2 * n], M[b, : 2 * n] = c[s0 : s0 + n], m[2 * s0 : 2 * (s0 + n)], 1
@@ -336,16 +439,22 @@ def train_decoder(epochs: int, seed: int = 0, input_noise: float = 0.1, crop: in
             opt.step()
             sched.step()
             tot += loss.item()
-        print(f"decoder epoch {ep + 1}/{epochs}: train L1 {tot / steps_per_epoch:.3f}, val L1 {val_l1():.3f}, "
+        print(f"decoder epoch {ep + 1}/{epochs}: train L1 {tot / steps_per_epoch:.3f}, {vals()}, "
               f"{time.time() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU", flush=True)
     from safetensors.torch import save_file
 
     save_file({k: v.half().contiguous() for k, v in dec.state_dict().items()}, str(ASSET / "decoder.safetensors"),
               metadata={"arch": json.dumps(DECODER_ARCH)})
     info = json.loads((ASSET / "config.json").read_text()) if (ASSET / "config.json").exists() else {}
-    info["decoder"] = {"arch": DECODER_ARCH, "epochs": epochs, "steps": epochs * steps_per_epoch, "batch": batch,
-                       "crop_frames": crop, "input_noise": input_noise, "train_utterances": len(tr),
-                       "val_l1": round(val_l1(), 4), "cpu_s": round(time.process_time() - c0)}
+    entry = {"arch": DECODER_ARCH, "epochs": epochs, "steps": epochs * steps_per_epoch, "batch": batch,
+             "crop_frames": crop, "input_noise": input_noise, "gta": gta, "gta_temperature": gta_temperature,
+             "lr": lr, "train_utterances": len(tr), "val_l1": round(val_l1(), 4),
+             "val_l1_gta": round(val_l1(2), 4) if lm is not None else None,
+             "cpu_s": round(time.process_time() - c0 + gta_s)}
+    prev = info.get("decoder")
+    if init and prev:  # fine-tuned from the shipped decoder: keep its history
+        entry["init"] = {k: v for k, v in prev.items() if k != "init"} | ({"init": prev["init"]} if "init" in prev else {})
+    info["decoder"] = entry
     (ASSET / "config.json").write_text(json.dumps(info, indent=1))
 
 
@@ -395,12 +504,18 @@ def train_draft(epochs: int, seed: int = 0) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine.training.codec_tts")
-    ap.add_argument("stage", choices=["data", "codec", "decoder", "lm", "draft", "all"])
+    ap.add_argument("stage", choices=["data", "codec", "decoder", "lm", "draft", "finetune", "all"])
     ap.add_argument("--sentences", type=int, default=N_SENTENCES)
     ap.add_argument("--codec-sentences", type=int, default=600)
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--draft-epochs", type=int, default=3)
     ap.add_argument("--decoder-epochs", type=int, default=6)
+    ap.add_argument("--decoder-gta", type=float, default=0.0,
+                    help="fraction of decoder crops fed the target LM's ground-truth-aligned samples")
+    ap.add_argument("--decoder-init", action="store_true", help="fine-tune the shipped decoder")
+    ap.add_argument("--finetune-epochs", type=int, default=1)
+    ap.add_argument("--decoder-lr", type=float, default=2e-3)
+    ap.add_argument("--temperature", type=float, default=0.5, help="GTA sampling temperature")
     ap.add_argument("--input-noise", type=float, default=0.4,
                     help="fraction of input codes replaced by random codes while training the target")
     a = ap.parse_args(argv)
@@ -413,11 +528,14 @@ def main(argv=None) -> int:
     if a.stage in ("codec", "all"):
         fit_codec(n_sentences=a.codec_sentences)
     if a.stage in ("decoder", "all"):
-        train_decoder(a.decoder_epochs)
+        train_decoder(a.decoder_epochs, gta=a.decoder_gta, gta_temperature=a.temperature, init=a.decoder_init,
+                      lr=a.decoder_lr)
     if a.stage in ("lm", "all"):
         train_lm(a.epochs, input_noise=a.input_noise)
     if a.stage in ("draft", "all"):
         train_draft(a.draft_epochs)
+    if a.stage == "finetune":
+        finetune_lm(a.finetune_epochs, temperature=a.temperature)
     return 0
 
 
