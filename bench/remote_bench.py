@@ -29,6 +29,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -133,8 +135,12 @@ def summarize(rows: list[dict]) -> dict:
         s["http"] = {
             "updates": len(ups),
             "verifications": sum(u["echo_requests"] for u in verifs),
-            "final_step_requests_mean": mean(r["http_final"]["eval_requests"] for r in rows),
+            "final_step_requests_mean": mean(r["http_final"]["requests"] for r in rows),
             "final_step_verification_requests_mean": mean(r["http_final"]["echo_requests"] for r in rows),
+            "final_step_streamed_decode_requests_mean": mean(r["http_final"]["stream_requests"] for r in rows),
+            "final_step_other_scoring_requests_mean": mean(
+                r["http_final"]["eval_requests"] - r["http_final"]["echo_requests"] for r in rows),
+            "final_step_streamed_tokens_mean": mean(r["http_final"]["stream_tokens"] for r in rows),
             "requests_per_update": mean(u["eval_requests"] for u in ups),
             "verification_requests_per_update": mean(u["echo_requests"] for u in ups),
             "bytes_sent_per_verification": mean(u["echo_bytes_sent"] / u["echo_requests"] for u in verifs),
@@ -184,6 +190,73 @@ def scaling_note(http: dict, streams, budget: int, prefill_tok_s: float | None) 
     return note
 
 
+def measure_server_costs(lm, local, ns=(1, 2, 5, 20), decode_tokens: int = 24) -> dict:
+    """What a llama-cpp-python-style server spends per request kind, on one short chat prompt + answer:
+
+    * ONE verification (echo) request over the whole prompt at ``top_n`` = each of ``ns`` (1 is below what
+      :class:`RemoteLM` allows; set here only to measure it): its wall time, and whether the per-position argmax
+      of the rows :class:`RemoteLM` builds from it — all that greedy verification reads — equals the in-process
+      model's (a differing position is reported with its in-process logit gap: a near-tie or not);
+    * a last-row request with and without log-probs;
+    * a greedy answer of at most ``decode_tokens`` tokens decoded one last-row request per token (the decoding
+      path before streaming) vs ONE streamed request, and whether the tokens are the same.
+    Every figure is the wall time of ONE run on the loaded CPU (seconds)."""
+    from engine.generate import LMSession, greedy_stream
+
+    msgs = [{"role": "user", "content": "What is the capital of France?"}]
+    chat = lm.tokenize(lm.chat_prompt(msgs), special=True)
+    prompt = chat + lm.tokenize("The capital of France is Paris, a city on the Seine.")
+    want = LMSession(local).eval_draft(prompt[:2], prompt[2:])  # rows after positions 1 .. n-1
+    want_top = np.argmax(want, 1)
+    out: dict = {"prompt_tokens": len(prompt), "verification_by_top_n": []}
+    LMSession(lm).prefill(prompt)  # the prompt in the server's cache: the echo requests below re-evaluate 1 token
+    top_n = lm.top_n
+    try:
+        for n in ns:
+            lm.top_n = n
+            s = LMSession(lm)
+            r0, t0 = lm.stats.echo_requests, time.perf_counter()
+            rows = np.asarray(s.eval_draft(prompt[:2], prompt[2:]))
+            dt = time.perf_counter() - t0
+            got_top = np.argmax(rows, 1)
+            diff = [int(i) for i in np.flatnonzero(got_top != want_top)]
+            out["verification_by_top_n"].append({
+                "top_n": n, "requests": lm.stats.echo_requests - r0, "s": round(dt, 3),
+                "s_per_prompt_token": round(dt / len(prompt), 4), "positions": len(want_top),
+                "argmax_equal_to_in_process": len(want_top) - len(diff),
+                "differing_positions_logit_gap": [round(float(want[i].max() - want[i][got_top[i]]), 4)
+                                                  for i in diff]})
+            print(f"[costs] top_n {n}: {dt:.1f} s, argmax differs at {len(diff)} of {len(want_top)}", flush=True)
+    finally:
+        lm.top_n = top_n
+    for name, extra in (("last_row_with_logprobs_s", {"logprobs": lm.top_n}), ("last_row_without_logprobs_s", {})):
+        body = {"prompt": lm.tok.render(prompt) if not lm.ids_prompt else prompt, "max_tokens": 1,
+                "temperature": 0.0, **extra}
+        t0 = time.perf_counter()
+        lm._http.call("POST", "/v1/completions", body)
+        out[name] = round(time.perf_counter() - t0, 3)
+    s = LMSession(lm)
+    s.prefill(chat)
+    r0, t0 = lm.stats.requests, time.perf_counter()
+    per_token = []
+    row = s.prefill(chat)
+    while len(per_token) < decode_tokens:  # the decoding path before streaming: one last-row request per token
+        tok = int(np.argmax(row))
+        if tok in lm.eos_ids:
+            break
+        per_token.append(tok)
+        row = s.eval([tok])[-1]
+    out["decode_per_token_requests"] = {"tokens": len(per_token), "requests": lm.stats.requests - r0,
+                                        "s": round(time.perf_counter() - t0, 3)}
+    r0, t0 = lm.stats.requests, time.perf_counter()
+    streamed = list(greedy_stream(LMSession(lm), chat, decode_tokens, lm.eos_ids))
+    out["decode_streamed"] = {"tokens": len(streamed), "requests": lm.stats.requests - r0,
+                              "s": round(time.perf_counter() - t0, 3)}
+    out["decode_same_tokens"] = streamed == per_token
+    lm.crop(0)
+    return out
+
+
 def measure_prefill(lm, n: int = 64) -> float | None:
     """Server prefill throughput, tokens/s: one uncached last-row request of ``n`` tokens (0 cache hits)."""
     toks = lm.tokenize(" ".join(["benchmark"] * n))[:n]
@@ -195,6 +268,34 @@ def measure_prefill(lm, n: int = 64) -> float | None:
     return len(toks) / dt if dt > 0 else None
 
 
+def run_costs(args, rep: dict) -> dict:
+    """``--costs-only``: start a server as :func:`run` does and (re)measure ``server_costs`` into ``rep``."""
+    from engine.config import load_config
+    from engine.lm import LlamaCppLM
+    from engine.remote_lm import RemoteLM
+    from engine.runtime import Runtime
+
+    cfg = load_config(args.config, None, args.set)
+    gguf = str(Runtime(cfg, progress=True).model(args.role).path)
+    proc, url = (None, args.base_url) if args.base_url else start_llama_server(gguf, args.server_threads, args.n_ctx)
+    try:
+        remote = RemoteLM(url, model=args.served_model, tokenizer=args.tokenizer or gguf, n_ctx=args.n_ctx,
+                          top_n=args.top_n, api_key_env=args.api_key_env, timeout_s=args.timeout)
+        local = LlamaCppLM(gguf, n_ctx=args.n_ctx, n_threads=args.local_threads)
+        costs = measure_server_costs(remote, local)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
+    costs["scope"] = (f"measured by --costs-only at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+                      f"{Path(gguf).name}, " + (f"llama_cpp.server with {args.server_threads} thread(s)" if not
+                                                 args.base_url else f"server {args.base_url}") +
+                      f", in-process reference with {args.local_threads} thread(s); nice {os.nice(0)}, "
+                      f"{os.cpu_count()} cores shared with other jobs")
+    rep["server_costs"] = costs
+    return rep
+
+
 def run(args) -> dict:
     from bench.predgen_bench import _divergence, load_streams
     from engine.config import load_config
@@ -203,6 +304,7 @@ def run(args) -> dict:
     from engine.remote_lm import RemoteLM
     from engine.runtime import Runtime
 
+    t_start = time.perf_counter()
     cfg = load_config(args.config, None, args.set)
     rt = Runtime(cfg, progress=True)
     gguf = str(rt.model(args.role).path)
@@ -224,6 +326,7 @@ def run(args) -> dict:
         res_local = run_backend(local, tts, system, streams, args, remote=False)
         res_remote = run_backend(remote, tts, system, streams, args, remote=True)
         prefill_tok_s = measure_prefill(remote)
+        costs = measure_server_costs(remote, local) if remote.tokenize_path == "/extras/tokenize" else None
     finally:
         if proc is not None:
             proc.terminate()
@@ -239,7 +342,14 @@ def run(args) -> dict:
     s_remote["answer_checks"] = checks
     s_remote["audio_latency_vs_local"] = round(s_remote["audio_latency_s_mean"] / s_local["audio_latency_s_mean"], 3)
     return {
-        "benchmark": "predgen_remote", "model": gguf, "input": args.stream, "turns": len(streams),
+        "benchmark": "predgen_remote",
+        "scope": (f"{len(streams)} partial-transcript streams (the first of {args.stream}), greedy PredGen, "
+                  f"{Path(gguf).name} on both backends; " + (
+                      f"llama_cpp.server started by the benchmark on 127.0.0.1 with {args.server_threads} thread(s), "
+                      f"in-process llama.cpp with {args.local_threads} thread(s)" if not args.base_url else
+                      f"server {args.base_url}") + f"; nice {os.nice(0)}, OMP_NUM_THREADS="
+                  f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} cores shared with other jobs"),
+        "model": gguf, "input": args.stream, "turns": len(streams),
         "skipped_streams": skipped, "server": url if args.base_url else "llama_cpp.server started by the benchmark",
         "server_api": remote.api, "logprob_layout": remote.layout, "prompt_as_token_ids": remote.ids_prompt,
         "top_n": args.top_n, "tokens_per_update": args.budget, "max_tokens": args.max_tokens,
@@ -248,6 +358,8 @@ def run(args) -> dict:
         "reprocessed_tokens_source": remote.stats.reprocessed_source, "connect_http": connect_stats,
         "backends": {"local": s_local, "remote": s_remote},
         "scaling": scaling_note(s_remote.get("http", {}), streams, args.budget, prefill_tok_s),
+        "server_costs": costs,
+        "wall_s": round(time.perf_counter() - t_start, 1),
         "turn_details": {"local": [{k: v for k, v in r.items() if k != "answer_tokens"} for r in res_local],
                          "remote": [{k: v for k, v in r.items() if k != "answer_tokens"} for r in res_remote]},
     }
@@ -277,9 +389,17 @@ def main(argv=None) -> int:
     p.add_argument("--config")
     p.add_argument("--set", action="append", default=[])
     p.add_argument("--out", default="bench/results/predgen_remote.json")
+    p.add_argument("--costs-only", action="store_true",
+                   help="only (re)measure the per-request server costs into the existing --out JSON")
     args = p.parse_args(argv)
-    rep = run(args)
     out = Path(args.out)
+    if args.costs_only:
+        rep = run_costs(args, json.loads(out.read_text()) if out.exists() else {})
+        out.write_text(json.dumps(rep, indent=2))
+        print(json.dumps(rep["server_costs"], indent=2))
+        print(f"wrote {out}")
+        return 0
+    rep = run(args)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rep, indent=2))
     print(json.dumps({"backends": {b: {k: v for k, v in s.items() if k != "answer_checks"}
