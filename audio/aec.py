@@ -13,6 +13,7 @@ Without the ``livekit`` package the canceller is a no-op that passes the microph
 from __future__ import annotations
 
 import threading
+
 import numpy as np
 
 SR = 16000  # processing rate, Hz
@@ -168,43 +169,148 @@ def erle_db(raw: np.ndarray, cleaned: np.ndarray) -> float:
 
 
 class BargeInDetector:
-    """User speech over the assistant's voice: a Silero VAD (``audio.vad.StreamingVAD``, short minimum speech) on
-    the echo-cancelled microphone, armed only while the far end is audible (a non-silent reference within the last
-    ``hold_s``), so what it hears is speech the reference does not explain.
+    """User speech over the assistant's voice, from the echo-cancelled microphone: a barge-in fires only on sound the
+    far-end reference does not explain, and only while the far end is audible.
+
+    Each 32 ms chunk (512 samples at 16 kHz) of the cleaned microphone is scored by the Silero VAD
+    (``audio.vad.StreamingVAD.probs``, LSTM state carried). A barge-in fires on either path:
+
+    * **VAD**: the speech probability stayed ≥ ``threshold`` for ``min_speech_s`` (whole chunks, 0.1 s → 4 chunks);
+    * **double talk**, at the first chunk that has all of: probability ≥ ``low_threshold``; the canceller removed
+      at most ``max_suppression_db`` of the raw microphone's energy (once AEC3 has converged it cuts echo alone by
+      20–40 dB, while a near-end talker passes nearly unchanged); the cleaned chunk is ≥ ``min_snr_db`` above the
+      cleaned stream's noise floor; and the detector has already heard ``warmup_s`` of audible far end in all.
+      While AEC3 converges (the first 1–3 s of far end it ever hears, longer with a wrong delay hint) echo leaks
+      through it in bursts that pass the energy checks, so only the VAD path can fire then.
+
+    Why the second path: Silero needs 100–300 ms of a word before its probability reaches 0.5 (on the user's voice
+    alone too: ``bench duplex``'s espeak voices, p90 ≈ 0.25–0.3 s), and AEC3's suppressor, which cuts the bands the
+    echo dominates during double talk, lowers it further; the energy evidence is there from the first 32 ms.
+    A barge-in is not retracted. After one, the detector re-arms once the probability stayed below
+    ``max(0.05, min(threshold − 0.15, low_threshold − 0.1))`` for ``min_silence_s``. ``bench duplex`` measures it
+    (row ``barge_dtd``).
 
     Args:
         vad_path: Silero VAD ONNX file (role ``vad``).
-        on_barge_in: called (from the capture thread) with the audio time (s) of the detection.
-        min_speech_s: speech needed to fire, s (0.1 s: p90 detection latency ≈ 0.27 s in ``bench duplex``).
-        threshold: Silero speech probability threshold.
+        on_barge_in: called (from the capture thread) with the audio time (s) of the detection: the end of the
+            cleaned block in which it fired.
+        min_speech_s: VAD path: speech (p ≥ ``threshold``) needed to fire, s (rounded up to whole chunks).
+        threshold: VAD path: Silero probability threshold.
         hold_s: the detector stays armed this long after the last audible far-end frame, s (echo tail).
+        low_threshold: double-talk path: Silero probability needed; 1.0 or more turns the path off.
+        max_suppression_db: double-talk path: fails when the cleaned chunk is more than this many dB below the raw
+            microphone chunk (the canceller explained most of it as echo). Skipped when no raw samples are given.
+        min_snr_db: double-talk path: fails when the cleaned chunk is less than this many dB above the cleaned
+            stream's noise floor (tracked per chunk: follows a drop at once, rises 0.05 dB a chunk).
+        min_silence_s: silence after which a new barge-in can fire, s.
+        warmup_s: double-talk path: audible far end (armed chunks, in all since the detector was made) needed
+            before it can fire, s. One detector per canceller: both start together.
+
+    Attributes:
+        last: audio time (s) of the latest barge-in, or None.
+        last_path: "vad" or "double_talk": the path of the latest barge-in, or None.
+        last_p: Silero probability of the latest chunk.
     """
 
+    CHUNK = 512  # Silero chunk, samples at 16 kHz
+    FLOOR_RISE_DB = 0.05  # noise-floor tracker: rise per chunk, dB
+
     def __init__(self, vad_path, on_barge_in, min_speech_s: float = 0.1, threshold: float = 0.5,
-                 hold_s: float = 0.5):
+                 hold_s: float = 0.5, low_threshold: float = 0.15, max_suppression_db: float = 10.0,
+                 min_snr_db: float = 25.0, min_silence_s: float = 0.6, warmup_s: float = 3.0):
         from .vad import StreamingVAD
 
-        self.vad = StreamingVAD(vad_path, threshold=threshold, min_speech_s=min_speech_s)
+        self.vad = StreamingVAD(vad_path, threshold=threshold)  # its probs() only: the state machine is below
         self.on_barge_in = on_barge_in
         self.hold = hold_s
+        self.threshold = threshold
+        self.low_threshold = low_threshold
+        self.max_suppression_db = max_suppression_db
+        self.min_snr_db = min_snr_db
+        self.min_speech = max(1, int(np.ceil(min_speech_s * SR / self.CHUNK - 1e-9)))  # chunks
+        self.min_silence = max(1, int(np.ceil(min_silence_s * SR / self.CHUNK)))  # chunks
+        self.warmup = int(np.ceil(warmup_s * SR / self.CHUNK))  # armed chunks
+        self._armed_chunks = 0
         self.far_active_until = -1.0  # audio time (s) until which the far end counts as audible
         self.last: float | None = None  # audio time of the latest barge-in
+        self.last_path: str | None = None
+        self.last_p = 0.0
+        self._clean = np.zeros(0, np.float32)
+        self._raw: np.ndarray | None = np.zeros(0, np.float32)
+        self._floor: float | None = None
+        self._in_speech = False
+        self._n = 0  # chunks scored
+        self._cand: int | None = None  # VAD path: first chunk of the speech candidate
+        self._silence = 0  # consecutive silent chunks while in speech
 
     def far_level(self, samples: np.ndarray, t_now: float) -> None:
         """Note a far-end block (float32, any rate) played at about ``t_now`` (microphone audio time, s)."""
         if len(samples) and float(np.max(np.abs(samples))) > 1e-3:
             self.far_active_until = t_now + self.hold
 
-    def __call__(self, cleaned: np.ndarray, t_end: float) -> bool:
-        """Feed a cleaned microphone block ending at audio time ``t_end`` (s); True when a barge-in fired in it."""
-        events = self.vad(cleaned)
-        if t_end > self.far_active_until:
+    @staticmethod
+    def _db(x: np.ndarray) -> float:
+        return 10.0 * float(np.log10(np.mean(np.asarray(x, np.float64) ** 2) + 1e-10))
+
+    def __call__(self, cleaned: np.ndarray, t_end: float, raw: np.ndarray | None = None) -> bool:
+        """Feed a cleaned microphone block (float32, 16 kHz) ending at audio time ``t_end`` (s), with the raw
+        microphone samples it was cleaned from (same length, sample-aligned; None: the suppression part of the
+        double-talk check is skipped). True when a barge-in fired in it (``on_barge_in`` was called)."""
+        cleaned = np.asarray(cleaned, np.float32).reshape(-1)
+        self._clean = np.concatenate([self._clean, cleaned])
+        if raw is None or self._raw is None:
+            self._raw = None
+        else:
+            raw = np.asarray(raw, np.float32).reshape(-1)
+            if len(raw) != len(cleaned):
+                raise ValueError(f"raw ({len(raw)}) and cleaned ({len(cleaned)}) lengths differ")
+            self._raw = np.concatenate([self._raw, raw])
+        n = len(self._clean) // self.CHUNK
+        if n == 0:
             return False
-        if any(e.kind == "start" for e in events):
+        chunks = self._clean[: n * self.CHUNK].reshape(n, self.CHUNK)
+        raws = None if self._raw is None else self._raw[: n * self.CHUNK].reshape(n, self.CHUNK)
+        self._clean = self._clean[n * self.CHUNK:]
+        if self._raw is not None:
+            self._raw = self._raw[n * self.CHUNK:]
+        fired = False
+        armed = t_end <= self.far_active_until
+        for i, p in enumerate(self.vad.probs(chunks)):
+            p = float(p)
+            self.last_p = p
+            ec = self._db(chunks[i])
+            self._floor = ec if self._floor is None else min(ec, self._floor + self.FLOOR_RISE_DB)
+            double_talk = self._armed_chunks >= self.warmup and ec - self._floor >= self.min_snr_db and (
+                raws is None or self._db(raws[i]) - ec <= self.max_suppression_db)
+            if armed:
+                self._armed_chunks += 1
+            fast = p >= self.low_threshold and double_talk
+            idx = self._n
+            self._n += 1
+            if not self._in_speech:
+                # VAD path as audio.vad.StreamingVAD starts: a candidate from the first p ≥ threshold chunk, dropped
+                # below threshold − 0.15, speech once it spans min_speech chunks
+                if p >= self.threshold:
+                    if self._cand is None:
+                        self._cand = idx
+                elif p < self.threshold - 0.15:
+                    self._cand = None
+                vad = self._cand is not None and p >= self.threshold and idx + 1 - self._cand >= self.min_speech
+                if vad or fast:
+                    self._in_speech, self._cand, self._silence = True, None, 0
+                    if armed and not fired:
+                        fired = True
+                        self.last_path = "vad" if vad else "double_talk"
+            elif p >= self.threshold or fast:
+                self._silence = 0
+            elif p < max(0.05, min(self.threshold - 0.15, self.low_threshold - 0.1)):
+                self._silence += 1
+                if self._silence >= self.min_silence:
+                    self._in_speech, self._silence = False, 0
+        if fired:
             self.last = t_end
             self.on_barge_in(t_end)
-            return True
-        return False
+        return fired
 
 
 class EchoCancelledSource:
@@ -226,6 +332,7 @@ class EchoCancelledSource:
         self.aec = aec
         self.barge_in = barge_in
         self.t = 0.0  # audio time of the next cleaned sample, s
+        self._raw_pending = np.zeros(0, np.float32)  # raw samples the canceller has not returned yet
 
     def __getattr__(self, name):
         return getattr(self.source, name)
@@ -246,8 +353,10 @@ class EchoCancelledSource:
             out = self.aec.process_near(block.samples)
             if not len(out):
                 continue
+            raw = self._raw_pending = np.concatenate([self._raw_pending, np.asarray(block.samples, np.float32)])
+            self._raw_pending = raw[len(out):]  # the cleaned samples are the oldest buffered raw ones
             t0 = self.t
             self.t += len(out) / SR
             if self.barge_in is not None:
-                self.barge_in(out, self.t)
+                self.barge_in(out, self.t, raw[:len(out)])
             yield AudioBlock(out, t0, block.wall)

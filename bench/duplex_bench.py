@@ -9,18 +9,23 @@ voices, a different speaker) at a known time 1–3 s into the answer. The microp
 live loop would: WebRTC APM (``audio.aec.EchoCanceller``, 10 ms frames, far end interleaved, delay hint = true delay
 ± 20 ms) and the Silero VAD (``audio.vad.StreamingVAD``, the project defaults) on the raw and on the cleaned
 microphone, plus a barge-in VAD on the cleaned microphone (the same Silero model and threshold, minimum speech
-``--barge-min-speech``, 0.1 s, instead of 0.25 s). A barge-in is a VAD "start" raised while the assistant's audio
-(plus its echo tail, 0.3 s) is audible. When the barge-in VAD detects the user, playback stops 50 ms later (one
-output callback) — the far end and its echo are cut there, as ``Player.stop`` would.
+``--barge-min-speech``, 0.1 s, instead of 0.25 s), and the app's barge-in detector (``audio.aec.BargeInDetector``
+built from the ``[duplex]`` defaults: that VAD rule, or at once a chunk with Silero p ≥ 0.15 that the canceller left
+within 10 dB of the raw microphone and ≥ 25 dB above the cleaned noise floor, once 3 s of far end were heard).
+A barge-in is a detection raised while the assistant's audio (plus its echo tail, 0.3 s) is audible. When a
+barge-in detector detects the user, playback stops 50 ms later (one output callback) — the far end and its echo are
+cut there, as ``Player.stop`` would. Each of the two barge-in detectors has its own playback path (its own APM, its
+own stop), so each one's latency and false barge-ins are those it would have in charge; the project-VAD rows listen
+to the barge-in VAD's path.
 
     * false barge-ins: starts during echo-only answers (and before the user's onset in interrupted ones), per answer,
       raw mic vs cleaned mic; the first answer of each session (APM not yet converged) also reported alone.
     * true barge-in detection latency: audio time from the user's speech onset to the start event (cleaned mic).
     * WER of the user's interruption (faster-whisper Whisper base, greedy, Whisper English normalisation), on the
       user's audio alone, on the raw mic and on the cleaned mic, for the interruption as played (the assistant stops
-      at the barge-in) and with the assistant talking over the whole interruption (a shadow APM that never stops
-      playback), and with headphones (the APM running, the far end fed, no echo: does it hurt?). ``--no-wer``
-      skips it.
+      at the barge-in; both barge-in detectors' paths) and with the assistant talking over the whole interruption (a
+      shadow APM that never stops playback), and with headphones (the APM running, the far end fed, no echo: does it
+      hurt?). ``--no-wer`` skips it.
 
 Part B — end of turn. User turns (Piper and espeak-ng voices; −55 dBFS pink noise) of three kinds: complete
 sentences without a pause, sentences with a mid-sentence filler pause ("…like in, um, <0.6–1.5 s> Paris
@@ -60,7 +65,12 @@ STOP_S = 0.05  # barge-in → playback silent (one output callback)
 DETECTORS = {"raw": "project VAD (defaults) on the raw microphone",
              "clean": "project VAD (defaults) on the AEC-cleaned microphone",
              "clean_barge": "barge-in VAD (min speech --barge-min-speech) on the AEC-cleaned microphone; its start "
-                            "stops playback"}
+                            "stops playback",
+             "barge_dtd": "audio.aec.BargeInDetector as the app builds it ([duplex] defaults): the VAD rule above or, "
+                          "at once, Silero p >= 0.15 on a chunk the canceller left within 10 dB of the raw mic and "
+                          ">= 25 dB over the cleaned floor (double talk; only after 3 s of far end in the session); "
+                          "on its own playback path (own APM), its barge-in stops that playback"}
+STOPPING = ("clean_barge", "barge_dtd")  # detectors that stop the playback of their own path
 
 INTERRUPTIONS = [
     "Wait, stop, that is not what I asked.",
@@ -187,9 +197,12 @@ def pct(xs: list[float], q: float) -> float | None:
 def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_every: int, wer: bool,
            rng: np.random.Generator, prng: random.Random, barge_min_speech_s: float = 0.1,
            barge_threshold: float = 0.5) -> dict:
-    from audio.aec import EchoCanceller, apm_available
+    from audio.aec import BargeInDetector, EchoCanceller, apm_available
     from audio.vad import StreamingVAD
     from bench.make_speech import corpus_sentences, level, trim
+    from engine.config import DuplexConfig
+
+    dcfg = DuplexConfig()
 
     ok, why = apm_available()
     if not ok:
@@ -202,12 +215,17 @@ def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_eve
         path = EchoPath(rng)
         hint = path.delay_ms + float(rng.uniform(-20, 20))
         sessions.append({**path.describe(), "delay_hint_ms": round(hint, 1)})
-        aec, shadow = EchoCanceller(delay_ms=hint), EchoCanceller(delay_ms=hint)
+        shadow = EchoCanceller(delay_ms=hint)  # the assistant never stops: WER with it talking over everything
         phones = EchoCanceller(delay_ms=hint)  # headphones: the same far end, no echo in the microphone
-        # detectors: the project's VAD (defaults) on the raw and on the cleaned mic, and the barge-in VAD
-        # (shorter minimum speech) on the cleaned mic, which stops playback
+        # one playback path per stopping detector: its own APM, and its own barge-in stops its own playback
+        aecs = {name: EchoCanceller(delay_ms=hint) for name in STOPPING}
+        # detectors: the project's VAD (defaults) on the raw and on the cleaned mic and the barge-in VAD (shorter
+        # minimum speech) on the cleaned mic, all on the clean_barge path; the app's BargeInDetector on its own path
         vads = {"raw": StreamingVAD(vad_path), "clean": StreamingVAD(vad_path),
                 "clean_barge": StreamingVAD(vad_path, min_speech_s=barge_min_speech_s, threshold=barge_threshold)}
+        dtd_fired: list[float] = []
+        dtd = BargeInDetector(vad_path, dtd_fired.append, min_speech_s=dcfg.barge_in_min_speech_s,
+                              threshold=dcfg.barge_in_threshold)
         t0 = 0.0  # session audio time of the episode start
         for k in range(n_answers):
             text = " ".join(prng.sample(pool, 2))
@@ -232,46 +250,60 @@ def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_eve
                 u_on, u_end = u0 / SR + on, u0 / SR + off
             noise = pink(n, rng, -55.0)
             mic_full = path(far_full, n) + user + noise
-            far_play, mic = far_full.copy(), mic_full.copy()
-            stop_at = None
+            far_play = {name: far_full.copy() for name in STOPPING}
+            mic = {name: mic_full.copy() for name in STOPPING}
+            cleaned = {name: np.zeros(n, np.float32) for name in STOPPING}
+            stop_at: dict[str, float | None] = {name: None for name in STOPPING}
             starts: dict[str, list[float]] = {name: [] for name in DETECTORS}
-            cleaned, shadow_out, phones_out = (np.zeros(n, np.float32) for _ in range(3))
+            shadow_out, phones_out = (np.zeros(n, np.float32) for _ in range(2))
             mic_phones = user + noise
             for pos in range(0, n, BLOCK):
                 b = slice(pos, pos + BLOCK)
-                cleaned[b] = aec.process_duplex(far_play[b], mic[b])
+                for name in STOPPING:
+                    cleaned[name][b] = aecs[name].process_duplex(far_play[name][b], mic[name][b])
                 shadow_out[b] = shadow.process_duplex(far_full[b], mic_full[b])
                 phones_out[b] = phones.process_duplex(far_full[b], mic_phones[b])
                 t_emit = (pos + BLOCK) / SR
                 for name, vad in vads.items():
-                    for ev in vad(mic[b] if name == "raw" else cleaned[b]):
+                    for ev in vad(mic["clean_barge"][b] if name == "raw" else cleaned["clean_barge"][b]):
                         if ev.kind == "start":
                             starts[name].append(t_emit)
-                if interrupt and stop_at is None and u_on is not None and starts["clean_barge"] \
-                        and starts["clean_barge"][-1] >= u_on:
-                    stop_at = t_emit + STOP_S
-                    cut = int(stop_at * SR)
-                    fade = np.linspace(1.0, 0.0, 80, dtype=np.float32)
-                    far_play[cut:cut + 80] *= fade[: len(far_play[cut:cut + 80])]
-                    far_play[cut + 80:] = 0.0
-                    mic = path(far_play, n) + user + noise
-            audible_end = (a0 + len(far)) / SR + path.delay_ms / 1000 + ECHO_TAIL_S
-            if stop_at is not None:
-                audible_end = min(audible_end, stop_at + path.delay_ms / 1000 + ECHO_TAIL_S)
+                dtd.far_level(far_play["barge_dtd"][b], t0 + pos / SR)
+                if dtd(cleaned["barge_dtd"][b], t0 + t_emit, mic["barge_dtd"][b]):
+                    starts["barge_dtd"].append(t_emit)
+                for name in STOPPING:
+                    if interrupt and stop_at[name] is None and starts[name] and starts[name][-1] >= u_on:
+                        stop_at[name] = t_emit + STOP_S
+                        cut = int(stop_at[name] * SR)
+                        fp = far_play[name]
+                        fade = np.linspace(1.0, 0.0, 80, dtype=np.float32)
+                        fp[cut:cut + 80] *= fade[: len(fp[cut:cut + 80])]
+                        fp[cut + 80:] = 0.0
+                        mic[name] = path(fp, n) + user + noise
+            echo_end = (a0 + len(far)) / SR + path.delay_ms / 1000 + ECHO_TAIL_S
+            audible_end = {}  # per detector: the end of the echo on the path it listens to
+            for name in DETECTORS:
+                st = stop_at["barge_dtd" if name == "barge_dtd" else "clean_barge"]
+                audible_end[name] = echo_end if st is None else min(echo_end,
+                                                                    st + path.delay_ms / 1000 + ECHO_TAIL_S)
             ep = {"session": s, "answer": k, "t0": round(t0, 2), "answer_s": round(len(far) / SR, 2),
                   "interrupt": interrupt, "first_in_session": k == 0}
             for name in DETECTORS:
-                limit = u_on if interrupt else audible_end
-                ep[f"false_{name}"] = sum(1 for t in starts[name] if lead <= t <= min(limit, audible_end))
+                limit = u_on if interrupt else audible_end[name]
+                ep[f"false_{name}"] = sum(1 for t in starts[name] if lead <= t <= min(limit, audible_end[name]))
             if interrupt:
-                ep.update(user_text=utext, user_onset_s=round(u_on, 3),
-                          stopped_at_s=round(stop_at, 3) if stop_at else None)
+                ep.update(user_text=utext, user_onset_s=round(u_on, 3))
+                for name in STOPPING:
+                    key = "stopped_at_s" if name == "clean_barge" else f"stopped_at_{name}_s"
+                    ep[key] = round(stop_at[name], 3) if stop_at[name] else None
                 for name in DETECTORS:
                     det = [t for t in starts[name] if t >= u_on]
                     ep[f"latency_{name}_s"] = round(det[0] - u_on, 3) if det and det[0] <= u_end else None
                 if wer:
                     s0, s1 = max(0, int((u_on - 0.3) * SR)), min(n, int((u_end + 0.4) * SR))
-                    ep["_audio"] = {"alone": (user + noise)[s0:s1], "raw": mic[s0:s1], "clean": cleaned[s0:s1],
+                    ep["_audio"] = {"alone": (user + noise)[s0:s1], "raw": mic["clean_barge"][s0:s1],
+                                    "clean": cleaned["clean_barge"][s0:s1],
+                                    "clean_barge_dtd": cleaned["barge_dtd"][s0:s1],
                                     "raw_overlap": mic_full[s0:s1], "clean_overlap": shadow_out[s0:s1],
                                     "headphones_clean": phones_out[s0:s1]}
             episodes.append(ep)
@@ -290,6 +322,10 @@ def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_eve
             for name in DETECTORS},
         "true_barge_in": {},
         "barge_in_min_speech_s": barge_min_speech_s, "barge_in_threshold": barge_threshold,
+        "barge_dtd": {"min_speech_s": dcfg.barge_in_min_speech_s, "threshold": dcfg.barge_in_threshold,
+                      "low_threshold": dtd.low_threshold, "max_suppression_db": dtd.max_suppression_db,
+                      "min_snr_db": dtd.min_snr_db, "warmup_s": round(dtd.warmup * dtd.CHUNK / SR, 3),
+                      "hold_s": dtd.hold},
         "detectors": DETECTORS,
     }
     for name in DETECTORS:
@@ -314,7 +350,7 @@ def wer_table(voices, inter: list[dict]) -> dict:
                               compute_type=cfg.asr.compute_type, cpu_threads=1, beam_size=1)
     norm = EnglishTextNormalizer({})
     out = {}
-    for cond in ("alone", "raw", "clean", "raw_overlap", "clean_overlap", "headphones_clean"):
+    for cond in ("alone", "raw", "clean", "clean_barge_dtd", "raw_overlap", "clean_overlap", "headphones_clean"):
         refs, hyps = [], []
         for e in inter:
             refs.append(norm(e["user_text"]))
@@ -322,7 +358,9 @@ def wer_table(voices, inter: list[dict]) -> dict:
             e.setdefault("hyp", {})[cond] = hyps[-1]
         out[cond] = round(jiwer.wer(refs, hyps), 4)
     out["note"] = ("alone: the user's audio + noise; raw/clean: the microphone as played (playback stops at the "
-                   "barge-in); *_overlap: the assistant keeps talking through the whole interruption; "
+                   "clean_barge detector's barge-in); clean_barge_dtd: the cleaned microphone on the barge_dtd "
+                   "detector's path (playback stops at its barge-in); *_overlap: the assistant keeps talking "
+                   "through the whole interruption; "
                    "headphones_clean: the APM given the far end of a whole answer but no echo in the "
                    "microphone (headphones)")
     return out
