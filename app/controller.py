@@ -7,6 +7,12 @@ Every worker that fails emits ``error`` with a one-line message and ends. Models
 with progress messages); a session is started with an input (a microphone device or a WAV file played as if it
 were the microphone) in one of two modes — assistant or live caption — and with hands-free (VAD) or push-to-talk
 turn taking.
+
+Talking over the assistant (``[duplex]`` settings, as ``specvoice assist --mic``): when the answer plays on a real
+output device and the input is a microphone, the microphone is echo-cancelled (``Runtime.echo_source``: WebRTC AEC3
+with the player's output as the far-end reference) before the VAD and the ASR, and ``audio.aec.BargeInDetector``
+on the cleaned microphone stops the answer (``barge_in``). ``speakers`` says who is talking (user / assistant /
+both) and the end-of-turn decision of each utterance arrives as a ``metrics`` dict of kind "turn".
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from PySide6.QtCore import QObject, Signal
 from audio.sources import AudioSource, FileSource, MicSource, input_devices
 from engine.config import Config
 from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Caption, Error, FinalTranscript,
-                           PartialTranscript, SpeechEnded, SpeechStarted)
+                           PartialTranscript, SpeechEnded, SpeechStarted, TurnDecision)
 from engine.pipeline import Backlog
 from engine.runtime import Runtime
 
@@ -55,11 +61,34 @@ class GatedSource(AudioSource):
 
 @dataclass
 class SessionOptions:
-    source: str  # "" = default microphone, a device index/name, or "file:/path.wav"
-    mode: str = "assistant"  # "assistant" | "caption"
+    """What a session listens to and how.
+
+    Attributes:
+        source: "" = the default microphone, a device index/name, "file:/path.wav" (played as if it were the
+            microphone), or an ``audio.sources.AudioSource`` (16 kHz float32 blocks) used as given.
+        mode: "assistant" | "caption".
+        push_to_talk: the utterance ends when the talk button is released (no VAD).
+        realtime: a file input is paced at real time.
+        target_language: caption language.
+        player: the output the answers are played on (``audio.playback.Player`` or ``NullPlayer``; None = none).
+            With echo cancellation its ``reference`` receives the far end, and a barge-in stops it (from the
+            capture thread, without waiting for the GUI).
+        echo_cancellation: None = on in assistant mode for a live input (a microphone or an AudioSource, not a
+            file) when ``player.available`` (a real loudspeaker) and ``duplex.echo_cancellation`` is set; True = also
+            for a file input; False = off.
+    """
+
+    source: "str | AudioSource"
+    mode: str = "assistant"
     push_to_talk: bool = False
     realtime: bool = True
     target_language: str = "de"
+    player: object = None
+    echo_cancellation: bool | None = None
+
+
+SPEAKERS = ("", "user", "assistant", "both")  # values of EngineController.speakers
+BOTH_HOLD_S = 0.5  # "both" stays on this long after a barge-in (playback stops at once), s
 
 
 class EngineController(QObject):
@@ -80,6 +109,9 @@ class EngineController(QObject):
     metrics = Signal(dict)
     error = Signal(str)
     session_ended = Signal()
+    barge_in = Signal(float, str)  # audio time (s) of the detection, path ("vad" | "double_talk")
+    speakers = Signal(str)  # who is talking now: "" | "user" | "assistant" | "both" (on change, from a worker)
+    echo_cancelling = Signal(bool)  # the session's microphone is echo-cancelled (emitted once a session starts)
 
     def __init__(self, cfg: Config | None = None):
         super().__init__()
@@ -151,8 +183,10 @@ class EngineController(QObject):
         return [(d["name"], str(d["index"])) for d in input_devices()]
 
     def _make_source(self, opts: SessionOptions) -> AudioSource:
-        if opts.source.startswith(FILE_PREFIX):
-            src: AudioSource = FileSource(opts.source[len(FILE_PREFIX):], self.cfg.audio.block_s,
+        if isinstance(opts.source, AudioSource):
+            src: AudioSource = opts.source
+        elif opts.source.startswith(FILE_PREFIX):
+            src = FileSource(opts.source[len(FILE_PREFIX):], self.cfg.audio.block_s,
                                           realtime=opts.realtime, trailing_silence_s=1.0)
         else:
             src = MicSource(opts.source or None, self.cfg.audio.block_s)
@@ -238,6 +272,8 @@ class EngineController(QObject):
             return
         started = time.monotonic()
         eos: dict[int, float] = {}
+        # user speech (VAD/barge-in); an answer's audio is being produced; monotonic time of the latest barge-in
+        talk = {"user": False, "answer": False, "barge_in": -1.0}
         answer_marks: dict[int, dict] = {}
         translator = None
         conv = None
@@ -251,8 +287,10 @@ class EngineController(QObject):
                 mk = answer_marks.setdefault(ev.utterance, {})
                 mk.setdefault("first_audio", ev.wall)
                 conv.mark_heard()
+                talk["answer"] = True
                 self.answer_audio.emit(ev.utterance, ev.samples, ev.sample_rate)
             elif isinstance(ev, AnswerDone):
+                talk["answer"] = False
                 self.answer_done.emit(ev.utterance, ev.text, ev.interrupted)
             elif isinstance(ev, Error):
                 self.error.emit(f"{ev.where}: {ev.message}")
@@ -325,13 +363,31 @@ class EngineController(QObject):
             cap_thread = threading.Thread(target=caption_worker, name="caption", daemon=True)
             cap_thread.start()
 
+        rule = "push_to_talk" if vad is None else cfg.duplex.end_of_turn
+        turn_p: dict[int, float] = {}  # utterance → the latest Smart Turn probability
+
         def on_event(ev):
             if isinstance(ev, SpeechStarted):
+                talk["user"] = True
                 self.speech_started.emit(ev.utterance)
                 if conv is not None:
                     conv.on_speech_start()
+            elif isinstance(ev, TurnDecision):
+                turn_p[ev.utterance] = ev.p_complete
+                complete = ev.p_complete >= cfg.duplex.turn_threshold
+                self.metrics.emit({"kind": "turn", "utterance": ev.utterance, "rule": rule, "t": ev.t,
+                                   "p_complete": ev.p_complete, "complete": complete, "final": complete})
             elif isinstance(ev, SpeechEnded):
+                talk["user"] = False
                 eos[ev.utterance] = ev.wall
+                p = turn_p.pop(ev.utterance, None)
+                self.metrics.emit({"kind": "turn", "utterance": ev.utterance, "rule": rule, "t": ev.t,
+                                   "p_complete": p, "complete": True, "final": True,
+                                   "by": ("model" if rule == "smart_turn" and p is not None
+                                          and p >= cfg.duplex.turn_threshold else
+                                          "released" if rule == "push_to_talk" else "silence"),
+                                   "silence_s": (cfg.duplex.turn_max_silence_s if rule == "smart_turn"
+                                                 else cfg.vad.min_silence_s)})
             elif isinstance(ev, PartialTranscript):
                 self.partial.emit(ev.utterance, ev.committed, ev.tentative)
                 self.metrics.emit({"kind": "asr", "rtf": self._transcriber.stats.rtf if self._transcriber else None})
@@ -374,14 +430,69 @@ class EngineController(QObject):
                     self.level.emit(float(min(1.0, np.sqrt(np.mean(b.samples ** 2)) * 4)) if len(b.samples) else 0.0)
                     yield b
 
-        self._transcriber = self.rt.transcriber(LevelSource(self._source), on_event, use_vad=vad is not None)
+        source: AudioSource = self._source
+        player = opts.player
+        loudspeaker = bool(getattr(player, "available", False))
+        aec = opts.echo_cancellation
+        if aec is None:
+            aec = loudspeaker and not isinstance(getattr(self._source, "inner", self._source), FileSource)
+        sink = None
+        if aec and conv is not None and player is not None:
+            def on_barge_in(t: float) -> None:  # capture thread: stop the answer now, tell the window after
+                talk["user"] = True
+                talk["barge_in"] = time.monotonic()
+                conv.on_speech_start()
+                player.stop()
+                bi = getattr(source, "barge_in", None)
+                self.barge_in.emit(float(t), getattr(bi, "last_path", None) or "")
+
+            try:
+                source, sink = self.rt.echo_source(self._source, on_barge_in)
+            except Exception as e:
+                self.error.emit(f"echo cancellation is off: {type(e).__name__}: {e}")
+                source, sink = self._source, None
+            if sink is not None:
+                player.reference = sink
+        self.echo_cancelling.emit(sink is not None)
+
+        def assistant_talking() -> bool:
+            idle = getattr(player, "idle", None)  # audio.playback.Player: set once its queue has played out
+            if isinstance(idle, threading.Event) and loudspeaker:
+                return not idle.is_set()
+            return talk["answer"]
+
+        monitor_stop = threading.Event()
+
+        def monitor() -> None:  # who is talking, polled every 50 ms; emitted on change
+            last = None
+            while not monitor_stop.wait(0.05):
+                # a barge-in stops playback at once: "both" is held BOTH_HOLD_S after it so that it can be seen
+                u = talk["user"]
+                a = assistant_talking() or time.monotonic() - talk["barge_in"] < BOTH_HOLD_S
+                now = "both" if u and a else "user" if u else "assistant" if a else ""
+                if now != last:
+                    self.speakers.emit(now)
+                    last = now
+            if last:
+                self.speakers.emit("")
+
+        try:
+            self._transcriber = self.rt.transcriber(LevelSource(source), on_event, use_vad=vad is not None)
+        except Exception:
+            if sink is not None and getattr(player, "reference", None) is sink:
+                player.reference = None
+            raise
         if stop.is_set():
             self._transcriber.stop()
+        mon = threading.Thread(target=monitor, name="speakers", daemon=True)
+        mon.start()  # stopped in the finally below
         try:
             self._transcriber.run()
         except Exception as e:
             self.error.emit(f"speech recognition stopped: {type(e).__name__}: {e}")
         finally:
+            if sink is not None and getattr(player, "reference", None) is sink:
+                player.reference = None
             if conv is not None:
                 while not stop.is_set() and not conv.wait_idle(timeout=0.1):
                     pass
@@ -394,4 +505,6 @@ class EngineController(QObject):
                 with cap_cv:
                     cap_cv.notify_all()
                 cap_thread.join(timeout=30)
+            monitor_stop.set()
+            mon.join(timeout=5)
         self.status.emit(f"stopped after {time.monotonic() - started:.1f} s")

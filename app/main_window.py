@@ -1,11 +1,15 @@
 """Main window: talk, hear the answer, see the live transcript, switch to live captions.
 
 Everything the window knows arrives through :class:`app.controller.EngineController` signals; the window only calls
-the controller's slots (start, release_talk, stop, interrupt_answer, apply_config).
+the controller's slots (start, release_talk, stop, interrupt_answer, apply_config). It shows who is talking (you,
+the assistant, both — the engine echo-cancels the microphone while the answer plays on a loudspeaker, and your
+voice over it interrupts the answer), and each utterance's end-of-turn decision in the metrics panel. A closed
+window is disconnected from the controller: a model load or a session still winding down reports to nobody.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 from pathlib import Path
 
@@ -52,6 +56,23 @@ class Sparkline(QWidget):
         p.end()
 
 
+def _live(slot):
+    """Controller slots: do nothing once the window is closed (a queued signal may still be in flight)."""
+
+    @functools.wraps(slot)
+    def wrapper(self, *args):
+        if self._closed:
+            return None
+        return slot(self, *args)
+
+    return wrapper
+
+
+SPEAKER_LABELS = {"": ("nobody", "color:gray"), "user": ("you", "color:#1b6e3a;font-weight:bold"),
+                  "assistant": ("assistant", "color:#1f4e9a;font-weight:bold"),
+                  "both": ("both (you are interrupting)", "color:#a8431b;font-weight:bold")}
+
+
 class MainWindow(QMainWindow):
     closed = Signal()
 
@@ -70,6 +91,10 @@ class MainWindow(QMainWindow):
         self._answer_text: dict[int, str] = {}
         self._final_t: dict[int, tuple[float, float]] = {}
         self._presynth: dict[int, bool] = {}  # utterance → PredGen's pre-synthesised sentence was played
+        self._closed = False
+        self._links: list = []  # (controller signal, slot) pairs, disconnected when the window closes
+        self.speaker = ""  # who is talking: "" | "user" | "assistant" | "both"
+        self.barge_ins = 0
         self._build()
         self._wire()
         self.ctl.load(self.mode())
@@ -109,6 +134,11 @@ class MainWindow(QMainWindow):
         self._refresh_devices()
 
         self.m_rtf, self.m_ttfs, self.m_audio, self.m_accept, self.m_ne = (QLabel("–") for _ in range(5))
+        self.m_turn, self.m_barge, self.m_aec = (QLabel("–") for _ in range(3))
+        self.m_turn.setObjectName("end_of_turn")
+        self.speaking = QLabel()
+        self.speaking.setObjectName("speaking")
+        self._show_speaker("")
         self.plot = Sparkline()
         metrics = QGroupBox("Metrics")
         mf = QFormLayout(metrics)
@@ -117,12 +147,16 @@ class MainWindow(QMainWindow):
         mf.addRow("First audio (s)", self.m_audio)
         mf.addRow("Acceptance", self.m_accept)
         mf.addRow("NE (captions)", self.m_ne)
+        mf.addRow("End of turn", self.m_turn)
+        mf.addRow("Barge-in", self.m_barge)
+        mf.addRow("Echo cancellation", self.m_aec)
         mf.addRow("First audio over time", self.plot)
 
         devices = QGroupBox("Devices")
         df = QFormLayout(devices)
         df.addRow("Input", self.input_pick)
         df.addRow("Level", self.level)
+        df.addRow("Talking", self.speaking)
         df.addRow("Output", self.output_pick)
         mode = QGroupBox("Mode")
         ml = QHBoxLayout(mode)
@@ -196,36 +230,65 @@ class MainWindow(QMainWindow):
     # -- wiring ---------------------------------------------------------------------------------------------------
     def _wire(self) -> None:
         c = self.ctl
-        c.status.connect(self._on_status)
-        c.load_failed.connect(self._load_failed)
-        c.error.connect(self._error)
-        c.level.connect(self._on_level)
-        c.partial.connect(self._on_partial)
-        c.final.connect(self._on_final)
-        c.answer_sentence.connect(self._on_answer_sentence)
-        c.answer_audio.connect(self._on_answer_audio)
-        c.answer_done.connect(self._on_answer_done)
-        c.caption.connect(self._on_caption)
-        c.metrics.connect(self._on_metrics)
-        c.speech_started.connect(self._on_speech_started)
-        c.session_ended.connect(self._on_session_ended)
+        self._links = [(c.status, self._on_status), (c.load_failed, self._load_failed), (c.error, self._error),
+                       (c.level, self._on_level), (c.partial, self._on_partial), (c.final, self._on_final),
+                       (c.answer_sentence, self._on_answer_sentence), (c.answer_audio, self._on_answer_audio),
+                       (c.answer_done, self._on_answer_done), (c.caption, self._on_caption),
+                       (c.metrics, self._on_metrics), (c.speech_started, self._on_speech_started),
+                       (c.session_ended, self._on_session_ended), (c.models_ready, self._models_loaded),
+                       (c.load_failed, self._models_loaded), (c.speakers, self._on_speakers),
+                       (c.barge_in, self._on_barge_in), (c.echo_cancelling, self._on_echo_cancelling)]
+        for sig, slot in self._links:  # bound methods of the window: delivered on the GUI thread (queued)
+            sig.connect(slot)
         self.talk.pressed.connect(self.talk_pressed)
         self.talk.released.connect(self.talk_released)
         self.handsfree.toggled.connect(self.toggle_handsfree)
         self.stop_audio.clicked.connect(self.stop_answer)
         self.input_pick.activated.connect(self._input_chosen)
-        c.models_ready.connect(self._models_loaded)
-        c.load_failed.connect(self._models_loaded)
 
+    def _unwire(self) -> None:
+        """Disconnect every controller signal from this window (on close)."""
+        for sig, slot in self._links:
+            try:
+                sig.disconnect(slot)
+            except (RuntimeError, TypeError):  # already gone
+                pass
+        self._links = []
+
+    def _show_speaker(self, who: str) -> None:
+        text, style = SPEAKER_LABELS.get(who, (who, ""))
+        self.speaking.setText(f"<span style='{style}'>{html.escape(text)}</span>")
+
+    @_live
+    def _on_speakers(self, who: str) -> None:
+        self.speaker = who
+        self._show_speaker(who)
+
+    @_live
+    def _on_barge_in(self, t: float, path: str) -> None:
+        self.barge_ins += 1
+        if self.player is not None:
+            self.player.stop()  # the engine stopped it already; this covers a player swapped meanwhile
+        how = {"double_talk": "double talk", "vad": "speech"}.get(path, path or "speech")
+        self.m_barge.setText(f"{self.barge_ins}× (last at {t:.2f} s, {how})")
+
+    @_live
+    def _on_echo_cancelling(self, on: bool) -> None:
+        self.m_aec.setText("on (loudspeaker)" if on else "off")
+
+    @_live
     def _on_status(self, text: str) -> None:
         self.status_label.setText(text)
 
+    @_live
     def _on_level(self, v: float) -> None:
         self.level.setValue(int(v * 100))
 
+    @_live
     def _models_loaded(self, *_):
         self.loading.hide()
 
+    @_live
     def _load_failed(self, msg: str) -> None:
         QMessageBox.critical(self, "Model loading failed", msg)
 
@@ -241,7 +304,8 @@ class MainWindow(QMainWindow):
 
     def _options(self, push_to_talk: bool) -> SessionOptions:
         return SessionOptions(source=self.input_pick.currentData() or "", mode=self.mode(),
-                              push_to_talk=push_to_talk, target_language=self.language.currentText())
+                              push_to_talk=push_to_talk, target_language=self.language.currentText(),
+                              player=self.player)
 
     def talk_pressed(self) -> None:
         if self.ctl.running():
@@ -282,6 +346,7 @@ class MainWindow(QMainWindow):
     def _append(self, who: str, text: str, style: str = "") -> None:
         self.conversation.append(f'<p style="{style}"><b>{who}:</b> {html.escape(text)}</p>')
 
+    @_live
     def _on_partial(self, utt: int, committed: str, tentative: str) -> None:
         self.live.setText(f"<b>{html.escape(committed.strip())}</b> <i style='color:gray'>"
                           f"{html.escape(tentative)}</i>")
@@ -293,6 +358,7 @@ class MainWindow(QMainWindow):
         except OSError as e:
             self._error(f"cannot write the journal {self.history.path}: {e}")
 
+    @_live
     def _on_final(self, utt: int, text: str, t0: float, t1: float) -> None:
         self.live.setText("")
         if not text:
@@ -302,17 +368,21 @@ class MainWindow(QMainWindow):
             self._journal(Item("user", text, t0, t1, utterance=utt))
         self._append("You", text)
 
+    @_live
     def _on_speech_started(self, utt: int) -> None:
         if self.player is not None:
             self.player.stop()  # barge-in
 
+    @_live
     def _on_answer_sentence(self, utt: int, index: int, text: str) -> None:
         self._answer_text[utt] = (self._answer_text.get(utt, "") + " " + text).strip()
 
+    @_live
     def _on_answer_audio(self, utt: int, samples, sr: int) -> None:
         if self.player is not None:
             self.player.play(np.asarray(samples, np.float32), sr)
 
+    @_live
     def _on_answer_done(self, utt: int, text: str, interrupted: bool) -> None:
         accepted = self._presynth.get(utt, False)
         style = "color:#1b6e3a" if accepted else ""
@@ -321,6 +391,7 @@ class MainWindow(QMainWindow):
         self._append("Assistant" + (" (prepared while you spoke)" if accepted else ""),
                      text + (" …(interrupted)" if interrupted else ""), style)
 
+    @_live
     def _on_caption(self, cap) -> None:
         if cap.final:
             t0, t1 = self._final_t.get(cap.utterance, (0.0, 0.0))
@@ -330,6 +401,7 @@ class MainWindow(QMainWindow):
         if cap.final:
             self._append("Caption", f"{cap.source}  →  {cap.translation}")
 
+    @_live
     def _on_metrics(self, m: dict) -> None:
         kind = m.get("kind")
         if kind == "asr" and m.get("rtf") is not None:
@@ -342,13 +414,17 @@ class MainWindow(QMainWindow):
                 self.m_audio.setText(f"{m['first_audio_s']:.2f}")
                 self.plot.add(m["first_audio_s"])
             self.m_accept.setText(f"{m.get('accepted_tokens', 0)} tokens, NFETFS {m.get('nfetfs')}")
+        elif kind == "turn":
+            self.m_turn.setText(_turn_text(m, self.ctl.cfg.duplex.turn_threshold))
         elif kind == "caption":
             self.m_ne.setText(f"{m['ne']:.2f}")
             self.m_accept.setText(f"A/D {m['acceptance']:.2f}, A/O {m['accepted_share']:.2f}")
 
+    @_live
     def _error(self, msg: str) -> None:
         self.status_label.setText(f"⚠ {msg}")
 
+    @_live
     def _on_session_ended(self) -> None:
         self.history.end_session()  # the next session starts later on the journal's clock
         if self.handsfree.isChecked():
@@ -387,6 +463,8 @@ class MainWindow(QMainWindow):
         super().keyReleaseEvent(e)
 
     def closeEvent(self, e):  # noqa: N802 (Qt)
+        self._closed = True  # signals already queued to this window are dropped by the slots' guard
+        self._unwire()  # a model load or a session still winding down no longer reaches this window
         self.ctl.stop()  # returns at once; the session winds down in the background
         if self.player is not None:
             self.player.close()
@@ -409,6 +487,19 @@ def run_app(argv=None) -> int:
     w.ctl.stop()
     w.ctl.wait_stopped(timeout=10)
     return code
+
+
+def _turn_text(m: dict, threshold: float) -> str:
+    """The metrics panel's end-of-turn line for a ``metrics`` dict of kind "turn" (see ``EngineController``)."""
+    p = m.get("p_complete")
+    if not m.get("final"):
+        return f"utterance {m['utterance']}: Smart Turn P(complete) {p:.2f} < {threshold:.2f} → keeps listening"
+    if m.get("by") == "silence":
+        extra = f" (Smart Turn P {p:.2f})" if p is not None else ""
+        return f"utterance {m['utterance']}: ended by {m.get('silence_s', 0):.1f} s of silence{extra}"
+    if m.get("by") == "released":
+        return f"utterance {m['utterance']}: ended (talk button released)"
+    return f"utterance {m['utterance']}: complete, Smart Turn P(complete) {p:.2f} ≥ {threshold:.2f}"
 
 
 def _language_code(name: str) -> str:

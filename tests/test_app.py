@@ -19,7 +19,7 @@ from engine.events import Caption  # noqa: E402
 
 from .conftest import QUESTION, ROOT  # noqa: E402
 
-ENGINE_THREADS = {"session", "capture", "asr", "answer", "caption", "tts"}  # names of the engine's threads
+ENGINE_THREADS = {"session", "capture", "asr", "answer", "caption", "tts", "speakers"}  # the engine's threads
 SHOTS = Path(os.environ.get("SPECVOICE_SCREENSHOTS", "")) if os.environ.get("SPECVOICE_SCREENSHOTS") else None
 
 
@@ -347,3 +347,227 @@ def test_caption_language_follows_the_setting(qtbot, tmp_path, store, small_gguf
     qtbot.addWidget(w)
     assert w.language.currentText() == "fr"
     qtbot.waitUntil(lambda: w.loading.isHidden(), timeout=240_000)  # the models finish loading before it closes
+
+
+def test_a_window_closed_while_loading_gets_no_load_result(qtbot, tmp_path, store, monkeypatch):
+    """The load result of a window closed mid-load reaches nobody: no error box, no status change."""
+    import threading
+
+    import app.main_window as mw
+    from app.controller import EngineController
+
+    boxes = []
+    monkeypatch.setattr(mw.QMessageBox, "critical", lambda *a, **k: boxes.append(a[1:]))
+    cfg = Config().with_overrides({"models": {"llm_target": str(tmp_path / "missing.gguf")},
+                                   "audio": {"output_device": "none"}, "asr": {"model_role": "asr_draft"}})
+    ctl = EngineController(cfg)
+    failed = threading.Event()
+    ctl.load_failed.connect(lambda msg: failed.set())  # the worker's own report, not the window's
+    w = mw.MainWindow(ctl, store, history_path=tmp_path / "history.jsonl")
+    qtbot.addWidget(w)
+    w.show()
+    w.close()
+    shown = w.status_label.text()
+    qtbot.waitUntil(failed.is_set, timeout=240_000)
+    qtbot.wait(300)  # queued signals are delivered now (to nobody)
+    assert not boxes and w.status_label.text() == shown
+    # an open window still gets it
+    ctl2 = EngineController(cfg)
+    w2 = mw.MainWindow(ctl2, QSettings(str(tmp_path / "s2.ini"), QSettings.IniFormat),
+                       history_path=tmp_path / "history2.jsonl")
+    qtbot.addWidget(w2)
+    qtbot.waitUntil(lambda: bool(boxes), timeout=240_000)
+    assert "failed" in w2.status_label.text()
+    w2.close()
+
+
+class SimulatedRoom:
+    """A loudspeaker and a microphone in one simulated room — a stand-in for the sound card, not for any model.
+
+    The player side follows ``audio.playback.Player`` (``available``, ``play``/``stop``/``wait``/``close``, the
+    ``idle`` event, ``reference`` called with every block as played, silence included). The microphone
+    (:meth:`mic`, an AudioSource paced at real time, 0.1 s blocks) hears what was played through a room (80 ms delay,
+    a decaying noise tail, gain 0.5) plus the user's script: the question at 0.5 s, then the interruption
+    ``interrupt_after_s`` after the first answer audio was played, then ``tail_s`` of room noise."""
+
+    available = True
+    SR = 16000
+
+    def __init__(self, question, interruption, interrupt_after_s=1.2, tail_s=5.0, delay_ms=80, gain=0.5):
+        import threading
+
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        n = int(0.25 * self.SR)
+        h = rng.standard_normal(n) * np.exp(-6.9 * np.arange(n) / n)
+        h *= 0.4 / np.sqrt((h ** 2).sum())
+        h[0] = 1.0
+        self.ir = np.concatenate([np.zeros(int(delay_ms * self.SR / 1000)), h]) * gain
+        self.question, self.interruption = question, interruption
+        self.interrupt_after, self.tail = interrupt_after_s, tail_s
+        self.lock = threading.Lock()
+        self.q = np.zeros(0, np.float32)
+        self.idle = threading.Event()
+        self.idle.set()
+        self.reference = None
+        self.first_sample_wall = None
+        self.output_latency_s = 0.0
+        self.stops = 0
+        self.cut = 0  # stops that dropped queued answer audio
+        self.answer_on = None  # audio time the first answer sample was played, s
+        self.interrupt_on = None  # audio time the interruption starts, s
+        self.noise = rng.standard_normal(60 * self.SR).astype(np.float32) * 3e-4
+
+    # -- the player -------------------------------------------------------------------------------------------
+    def play(self, samples, sample_rate):
+        import numpy as np
+
+        from audio.io import resample
+
+        x = resample(np.asarray(samples, np.float32), sample_rate, self.SR)
+        with self.lock:
+            self.q = np.concatenate([self.q, x])
+            self.idle.clear()
+
+    def stop(self):
+        import numpy as np
+
+        with self.lock:
+            self.cut += int(len(self.q) > 0)
+            self.q = np.zeros(0, np.float32)
+            self.idle.set()
+            self.stops += 1
+
+    def wait(self, timeout=None):
+        self.idle.wait(timeout)
+
+    def close(self):
+        self.stop()
+
+    # -- the microphone ---------------------------------------------------------------------------------------
+    def mic(self):
+        import time
+
+        import numpy as np
+
+        from audio.sources import AudioBlock, AudioSource
+
+        room = self
+
+        class RoomMic(AudioSource):
+            name = "simulated room"
+            realtime = True
+
+            def __iter__(self):
+                block, sr = 1600, room.SR
+                far_hist = np.zeros(len(room.ir), np.float32)
+                user = np.zeros(60 * sr, np.float32)
+                q0 = int(0.5 * sr)
+                user[q0:q0 + len(room.question)] = room.question
+                t0, i, end = time.monotonic(), 0, None
+                while not self._stop.is_set() and i + block <= len(user):
+                    with room.lock:
+                        far = np.zeros(block, np.float32)
+                        m = min(block, len(room.q))
+                        far[:m] = room.q[:m]
+                        room.q = room.q[m:]
+                        if not len(room.q):
+                            room.idle.set()
+                    if m and room.answer_on is None:
+                        room.answer_on = i / sr
+                        room.first_sample_wall = time.monotonic()
+                        u = int((i / sr + room.interrupt_after) * sr)
+                        user[u:u + len(room.interruption)] = room.interruption[: len(user) - u]
+                        room.interrupt_on = u / sr
+                        end = u + len(room.interruption) + int(room.tail * sr)
+                    ref = room.reference
+                    if ref is not None:
+                        ref(far.copy(), sr, 0.0)  # as Player's callback: the block as played, latency 0
+                    far_hist = np.concatenate([far_hist, far])
+                    echo = np.convolve(far_hist, room.ir)[len(far_hist) - block:len(far_hist)]
+                    far_hist = far_hist[-len(room.ir):]
+                    mic = (echo + user[i:i + block] + room.noise[i:i + block]).astype(np.float32)
+                    due = t0 + (i + block) / sr
+                    if due > time.monotonic() and self._stop.wait(due - time.monotonic()):
+                        return
+                    yield AudioBlock(mic, i / sr, time.monotonic())
+                    i += block
+                    if end is not None and i >= end:
+                        return
+
+        return RoomMic()
+
+
+def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, small_gguf, runtime):
+    """The GUI's duplex wiring on real models (ASR, VAD, LLM, Piper, WebRTC APM, Smart Turn): the answer plays on a
+    (simulated) loudspeaker whose echo reaches the microphone. The microphone is echo-cancelled, so the assistant's
+    own voice neither starts an utterance nor interrupts it; the user's interruption stops it (barge-in on the
+    capture thread), the window shows who is talking, and the latency panel shows the end-of-turn decision."""
+    import threading
+
+    import numpy as np
+
+    from app.controller import EngineController
+    from app.main_window import MainWindow
+    from audio.io import load_audio, resample
+    from bench.duplex_bench import speech_span
+
+    tts = runtime.tts()
+    question = load_audio(QUESTION)
+    question = question * (0.4 / np.abs(question).max())
+    stop_it = resample(tts.synthesize("Hold on, can you repeat the last part?"), tts.sample_rate, 16000)
+    stop_it = stop_it * (0.4 / np.abs(stop_it).max())
+    room = SimulatedRoom(question.astype(np.float32), stop_it.astype(np.float32))
+
+    gui_threads = set()
+
+    class Window(MainWindow):  # records the thread each duplex slot runs on
+        def _on_speakers(self, who):
+            gui_threads.add(threading.current_thread() is threading.main_thread())
+            super()._on_speakers(who)
+
+        def _on_barge_in(self, t, path):
+            gui_threads.add(threading.current_thread() is threading.main_thread())
+            super()._on_barge_in(t, path)
+
+    cfg = Config().with_overrides({"models": {"llm_target": str(small_gguf)}, "llm": {"max_answer_tokens": 60},
+                                   "audio": {"output_device": "none"}, "duplex": {"end_of_turn": "smart_turn"}})
+    w = Window(EngineController(cfg), store, history_path=tmp_path / "history.jsonl")
+    qtbot.addWidget(w)
+    w.show()
+    w.player, w._player_dev = room, w.output_pick.currentData()  # the loudspeaker is the simulated room's
+    w.input_pick.insertItem(0, "simulated room", room.mic())
+    w.input_pick.setCurrentIndex(0)
+    seen = {"speakers": [], "barge": [], "final": [], "turn": [], "aec": [], "done": []}
+    w.ctl.speakers.connect(lambda who: seen["speakers"].append(who))
+    w.ctl.barge_in.connect(lambda t, path: seen["barge"].append((t, path)))
+    w.ctl.final.connect(lambda u, text, t0, t1: seen["final"].append((text, t0, t1)))
+    w.ctl.metrics.connect(lambda m: seen["turn"].append(m) if m.get("kind") == "turn" else None)
+    w.ctl.echo_cancelling.connect(lambda on: seen["aec"].append(on))
+    w.ctl.answer_done.connect(lambda u, text, interrupted: seen["done"].append(interrupted))
+    qtbot.waitUntil(lambda: w.loading.isHidden(), timeout=240_000)
+    with qtbot.waitSignal(w.ctl.session_ended, timeout=300_000):
+        w.handsfree.setChecked(True)
+    assert seen["aec"] == [True] and w.m_aec.text().startswith("on")
+    assert room.answer_on is not None, seen["final"]  # the answer played
+    onset = room.interrupt_on + speech_span(stop_it)[0]
+    # the echo of the answer started no utterance: every final lies in the question or in the interruption
+    for text, t0, t1 in seen["final"]:
+        assert t1 <= room.answer_on + 0.3 or t1 >= onset, (text, t0, t1, room.answer_on, onset)
+    assert any("repeat" in text.lower() for text, _, _ in seen["final"]), seen["final"]
+    # barged in by the user only, soon after the onset; playback was stopped and the answer marked interrupted
+    assert seen["barge"] and onset <= seen["barge"][0][0] <= onset + 1.2, (seen["barge"], onset)
+    assert all(t >= onset for t, _ in seen["barge"]), seen["barge"]
+    assert room.cut >= 1 and True in seen["done"]
+    assert w.barge_ins == len(seen["barge"]) and w.m_barge.text().startswith(f"{len(seen['barge'])}×")
+    # who is talking: the assistant while it played, both when the user spoke over it (the user's VAD events come
+    # through the ASR thread, so under load they may lag the playback state); nobody at the end
+    sp = seen["speakers"]
+    assert "assistant" in sp and "both" in sp and "user" in sp, sp
+    assert sp[-1] == "" and w.speaker == "" and "nobody" in w.speaking.text()
+    # the end-of-turn decisions (Smart Turn at each pause) reached the latency panel
+    assert any(m["p_complete"] is not None and m["rule"] == "smart_turn" for m in seen["turn"]), seen["turn"]
+    assert "utterance" in w.m_turn.text() and w.m_turn.text() != "–"
+    assert gui_threads == {True}  # every duplex slot ran on the GUI thread
+    assert room.reference is None  # the session gave the player's reference back
