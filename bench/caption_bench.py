@@ -52,6 +52,7 @@ METHODS = {  # name → [caption] overrides
     "ar": {"method": "ar", "display_only_mask": False},
     "ssbd": {"method": "ssbd", "mask_k": 0, "display_only_mask": True},
     "ssbd_mask": {"method": "ssbd", "display_only_mask": True},
+    "ssbd_mask5": {"method": "ssbd", "mask_k": 5, "display_only_mask": True},
 }
 ANSWER_CHRF = 25.0
 
