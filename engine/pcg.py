@@ -220,7 +220,8 @@ class CodecTTS:
     Args:
         path: assets/codec_tts (see :class:`tts.codec_lm.CodecVoice`).
         method: "pcg" (default), "ar", "sd" or "ssd" (constant bias 0.3).
-        theta: PCG θ (Eq. 1); lookahead: L_d; temperature: sampling temperature; seed: RNG seed.
+        theta: PCG θ (Eq. 1); lookahead: L_d; temperature: sampling temperature (0.2: this small LM's codes are
+            most intelligible there, assets/codec_tts/card.md); seed: RNG seed.
         phonemizer: a loaded Piper voice; default: the configuration's ``tts_voice`` model.
         cache_dir: where the groups are cached (``<cache_dir>/asg``); default $SPECVOICE_CACHE or
             ~/.cache/specvoice.
@@ -232,7 +233,7 @@ class CodecTTS:
     sample_rate = 16000
 
     def __init__(self, path: str | Path | None = None, method: str = "pcg", theta: float = 0.42, lookahead: int = 3,
-                 temperature: float = 0.5, seed: int = 0, phonemizer=None, cache_dir: str | Path | None = None):
+                 temperature: float = 0.2, seed: int = 0, phonemizer=None, cache_dir: str | Path | None = None):
         from tts.codec_lm import CodecVoice
 
         if method not in METHODS:

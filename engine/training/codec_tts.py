@@ -5,12 +5,16 @@ offline, so it is built here from the Piper voice as the teacher).
     python -m engine.training.codec_tts codec   # k-means codebook (512 codes, 50 tokens/s) on the first 600 (≈ 1 min)
     python -m engine.training.codec_tts lm      # duration model + AR target (6 layers), 8 epochs (≈ 21 min)
     python -m engine.training.codec_tts draft   # draft = target's first layer + its own head, distilled (≈ 3 min)
-    python -m engine.training.codec_tts all
+    python -m engine.training.codec_tts decoder --decoder-epochs 6          # learned code → spectrum decoder
+    python -m engine.training.codec_tts decoder --decoder-epochs 4 --decoder-init --decoder-gta 0.5 --decoder-lr 1e-3
+                                                # … fine-tuned on the target's ground-truth-aligned samples
+    python -m engine.training.codec_tts finetune --finetune-epochs 1     # target on its own samples (draft frozen)
+    python -m engine.training.codec_tts all     # all of the above, in this order
 
 Data: sentences from Multi30k train, MT-Bench and GSM8K (the CTC head's training text, engine.training.ctc_head),
 synthesised by Piper (en_US-joe-medium) with its phoneme/sample alignments, resampled to 16 kHz. Held out: the
 CTC head's held-out sentences (Multi30k test 2017, GSM8K 1200+), never trained on.
-Outputs go to assets/codec_tts/ (codec.npz, lm.safetensors, config.json, card.md); cached data to
+Outputs go to assets/codec_tts/ (codec.npz, decoder.safetensors, lm.safetensors, duration.safetensors, config.json); cached data to
 $SPECVOICE_CACHE/codec_tts_data/data.npz (plain arrays and texts; keyed by the Piper voice's sha256 and
 rebuilt when missing, corrupt or of another voice).
 """
@@ -527,14 +531,17 @@ def main(argv=None) -> int:
         make_data(a.sentences)
     if a.stage in ("codec", "all"):
         fit_codec(n_sentences=a.codec_sentences)
-    if a.stage in ("decoder", "all"):
-        train_decoder(a.decoder_epochs, gta=a.decoder_gta, gta_temperature=a.temperature, init=a.decoder_init,
-                      lr=a.decoder_lr)
     if a.stage in ("lm", "all"):
         train_lm(a.epochs, input_noise=a.input_noise)
     if a.stage in ("draft", "all"):
         train_draft(a.draft_epochs)
-    if a.stage == "finetune":
+    if a.stage == "decoder":
+        train_decoder(a.decoder_epochs, gta=a.decoder_gta, gta_temperature=a.temperature, init=a.decoder_init,
+                      lr=a.decoder_lr)
+    if a.stage == "all":  # the shipped recipe: decoder on the teacher's codes, then with GTA codes; LM fine-tune
+        train_decoder(6)
+        train_decoder(4, gta=0.5, gta_temperature=0.5, init=True, lr=1e-3)
+    if a.stage in ("finetune", "all"):
         finetune_lm(a.finetune_epochs, temperature=a.temperature)
     return 0
 
