@@ -121,6 +121,11 @@ JOBS: tuple[Job, ...] = (
         _bench("predgen", "--prompts", "gsm8k", "--n", "5",
                "--methods", "cascade_prefill", "greedy", "top_k", *PREDGEN_TABLE), 380,
         about="GSM8K questions revealed at 600 chars/min"),
+    Job("predgen-torch-exactness", "predgen_torch_exactness_qwen0.5b.json",
+        _bench("predgen", "--backend", "torch", "--role", "llm_draft", "--stream", VOICE_PARTIALS, "--n", "12",
+               "--methods", "cascade_prefill", "greedy"), 3600,
+        about="the same streams on the 0.5B's GGUF weights dequantised into float32 torch: answer identity "
+              "(needs the torch-gguf extra)"),
     Job("predgen-voice-asr-partials", "predgen_voice_asr_partials.json",
         _bench("predgen", "--stream", VOICE_PARTIALS, "--n", "12"), 900,
         about="the voice benchmark's spoken questions → streaming-ASR partials (benchmark defaults)"),

@@ -21,6 +21,7 @@ Run: ``specvoice bench predgen [--prompts mtbench|gsm8k|FILE.jsonl] [--stream FI
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import re
 import statistics
@@ -153,7 +154,13 @@ def run(args) -> dict:
 
     cfg = load_config(args.config, {"llm_target": args.model} if args.model else None, args.set)
     rt = Runtime(cfg, progress=True)
-    lm = rt.llm(args.role)
+    if args.backend == "torch":  # the same weights on an adapter whose batched and sequential logits agree
+        from engine.lm import TorchCausalLM
+
+        lm = TorchCausalLM(str(rt.model(args.role).path), device="cpu")
+        lm.torch.set_num_threads(cfg.llm.n_threads or os.cpu_count() or 1)
+    else:
+        lm = rt.llm(args.role)
     tts = rt.tts()
     judge = rt.llm(args.role, instance="judge", n_ctx=1024) if "reflection" in args.methods else None
     streams, skipped = (load_streams(args.stream, args.n) if args.stream
@@ -194,7 +201,8 @@ def run(args) -> dict:
 
     base = summary(results["cascade"])
     pre = summary(results["cascade_prefill"]) if "cascade_prefill" in results else None
-    report = {"benchmark": "predgen", "model": str(rt.model(args.role).path), "input": args.stream or args.prompts,
+    report = {"benchmark": "predgen", "backend": args.backend, "model": str(rt.model(args.role).path),
+              "input": args.stream or args.prompts,
               "turns": len(streams), "skipped_streams": skipped, "chars_per_minute": 600,
               "tokens_per_update": args.budget, "first_clause_words": cfg.tts.first_clause_words,
               "speculation_threads": threads, "max_tokens": args.max_tokens,
@@ -242,8 +250,10 @@ def main(argv=None) -> int:
     p.add_argument("--top-k", type=int, default=3)
     p.add_argument("--budget", type=int, default=8, help="tokens per speculative update")
     p.add_argument("--max-tokens", type=int, default=48, help="answer length generated per turn")
-    p.add_argument("--backend", choices=["local", "remote"], default="local",
-                   help="remote: local vs LLM-server PredGen on the same streams (bench/remote_bench.py)")
+    p.add_argument("--backend", choices=["local", "remote", "torch"], default="local",
+                   help="remote: local vs LLM-server PredGen on the same streams (bench/remote_bench.py); torch: the "
+                        "role's GGUF dequantised into transformers (float32), where greedy PredGen must reproduce the "
+                        "cascade token for token (latencies are not comparable with llama.cpp's)")
     p.add_argument("--role", default="llm_target")
     p.add_argument("--model", help="a GGUF path or hub id for the llm_target role")
     p.add_argument("--config")

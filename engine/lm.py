@@ -200,7 +200,9 @@ class TorchCausalLM:
     """:class:`CausalLM` over a transformers causal LM (``AutoModelForCausalLM``), CPU or CUDA.
 
     Args:
-        model: a loaded causal LM, or a local path / hub id to load.
+        model: a loaded causal LM, or a local path / hub id to load; a ``.gguf`` file is dequantised to float32 by
+            transformers (needs the ``gguf`` and ``accelerate`` packages), e.g. the embedded Qwen GGUFs, so the
+            same weights run on an adapter whose batched and one-at-a-time logits agree.
         tokenizer: its tokenizer (loaded from the same place when ``model`` is a path).
     """
 
@@ -208,7 +210,11 @@ class TorchCausalLM:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-        if isinstance(model, (str, Path)):
+        if isinstance(model, (str, Path)) and str(model).endswith(".gguf"):
+            p = Path(model)
+            tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+            model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=torch.float32)
+        elif isinstance(model, (str, Path)):
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(model))
             model = AutoModelForCausalLM.from_pretrained(str(model))
         self.torch = torch
