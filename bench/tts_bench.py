@@ -17,7 +17,9 @@ phoneme alignments — needs the ``onnx`` package, ``pip install -e ".[train]"``
 teacher audio; Griffin-Lim of the teacher's own magnitude spectrum (the vocoder alone); codec round trip (encode →
 decode); the teacher's codes time-warped phoneme by phoneme to the duration model's lengths; the target LM
 free-running (target-only AR) on the true (Piper-alignment) durations; the full system (predicted durations).
-Also the duration model's error against Piper's alignments.
+Also the duration model's error against Piper's alignments. With a learned decoder (decoder.safetensors), the round
+trip's codes and the full system's codes are also rendered by the centroid spectra (``*_centroid_render``), so the
+decoder's effect is measured on the same codes. ``--only`` picks stages (a JSON of a subset says which).
 """
 
 from __future__ import annotations
@@ -249,6 +251,12 @@ def stages(a) -> int:
     clips: dict[str, list] = {k: [] for k in ("teacher", "vocoder_only", "codec_round_trip",
                                               "teacher_codes_predicted_durations", "lm_true_durations",
                                               "lm_predicted_durations")}
+    centroid = None
+    if tts.codec.decoder is not None:  # the same codes also rendered by the centroid spectra (decoder's effect)
+        from tts.codec import SpectralCodec
+
+        centroid = SpectralCodec.load(ASSET_DIR / "codec.npz", decoder=False)
+        clips.update({"codec_round_trip_centroid_render": [], "lm_predicted_durations_centroid_render": []})
     if a.only:
         clips = {k: v for k, v in clips.items() if k in a.only.split(",")}
     dur_err, dur_corr, len_ratio = [], [], []
@@ -264,6 +272,8 @@ def stages(a) -> int:
         if "codec_round_trip" in clips:
             clips["codec_round_trip"].append(tts.codec.decode(codes))
         t_voc += time.perf_counter() - t0
+        if "codec_round_trip_centroid_render" in clips:
+            clips["codec_round_trip_centroid_render"].append(centroid.decode(codes))
         true = frames_per_id(r["samples"], rate, len(codes))
         pred = tts.durations(r["ids"])
         dur_err.append(np.abs(pred - true).mean())
@@ -278,6 +288,8 @@ def stages(a) -> int:
         if "lm_predicted_durations" in clips:
             toks, _ = ar_generate(tts.lm, tts.voice.conditioning(r["ids"]), tts.rng, tts.temperature)
             clips["lm_predicted_durations"].append(tts.codec.decode(toks))
+            if "lm_predicted_durations_centroid_render" in clips:
+                clips["lm_predicted_durations_centroid_render"].append(centroid.decode(toks))
         print(f"{i + 1}/{len(rows)} sentences", flush=True)
     score = _scorer(cfg, sents)
     results, examples = {}, {}
