@@ -150,7 +150,7 @@ class TtsConfig:
     # PCG (pcg_tts.txt Eq. 1, Algorithm 1)
     theta: float = 0.42
     lookahead: int = 3
-    temperature: float = 0.5  # the paper samples LLaSA at 0.8; this small codec LM is intelligible only lower
+    temperature: float = 0.2  # the paper samples LLaSA at 0.8; this small codec LM is intelligible only lower (card.md)
 
 
 @dataclass(frozen=True)
@@ -352,7 +352,7 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
                          "(pcg_tts.txt Algorithm 1); sd = standard speculative sampling; ssd = constant-bias "
                          "relaxation (0.3); ar = target only."),
     "tts.temperature": ("Codec TTS temperature", "Sampling temperature of the codec TTS (paper: 0.8 for LLaSA-8B; "
-                        "this small model speaks clearly only at ≈ 0.5)."),
+                        "this small model speaks most clearly at ≈ 0.2: assets/codec_tts/card.md)."),
     "tts.length_scale": ("Speech rate (length scale)", "Piper phoneme duration scale (> 1 slower)."),
     "tts.first_clause_words": ("First spoken piece (words)", "Start speaking the answer at its first clause "
                                "boundary (, ; : or a dash) once it has this many words, instead of waiting for the "
@@ -423,7 +423,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "asr.tau_slm": (0.0, 1.0), "asr.specasr_threshold": (0.0, 1.0), "asr.specasr_max_draft": (1, 64),
     "llm.predgen_top_k": (1, 50), "llm.predgen_tokens_per_update": (0, 64), "llm.predgen_speculation_threads": (0, 64),
     "llm.max_answer_tokens": (8, 2048), "caption.beta": (0.0, 1.0), "caption.mask_k": (0, 20),
-    "tts.length_scale": (0.5, 2.0), "tts.first_clause_words": (0, 40), "tts.theta": (0.0, 1.0), "tts.lookahead": (1, 16), "tts.temperature": (0.1, 2.0),
+    "tts.length_scale": (0.5, 2.0), "tts.first_clause_words": (0, 40), "tts.theta": (0.0, 1.0), "tts.lookahead": (1, 16),
+    "tts.temperature": (0.1, 2.0),
     "duplex.turn_threshold": (0.05, 0.95), "duplex.turn_pause_s": (0.1, 1.0), "duplex.turn_max_silence_s": (0.5, 5.0),
     "duplex.barge_in_min_speech_s": (0.03, 0.5), "duplex.barge_in_threshold": (0.1, 0.9),
     "duplex.input_latency_ms": (0.0, 500.0),
