@@ -160,6 +160,10 @@ JOBS: tuple[Job, ...] = (
         _bench("tts", "--n", "100", "--methods", "ar,sd,ssd,pcg0.38,pcg0.42,pcg0.45", "--lookahead", "3",
                "--seed", "0"), 1050,
         about="codec TTS sampling: target-only vs SD vs SSD bias vs PCG θ sweep, Whisper CER"),
+    Job("tts-stages", "tts_stages.json", _bench("tts", "--stages", "--n", "30"), 900,
+        about="codec TTS: Whisper CER stage by stage (teacher, Griffin-Lim, codec round trip, durations, LM)"),
+    Job("tts-stages-render", "tts_stages_render.json", _bench("tts", "--stages", "--n", "30"), 900,
+        about="a second run of the stage table (run-to-run spread; the learned decoder vs centroid rendering)"),
     # -- voice to voice --------------------------------------------------------------------------------------------
     Job("voice", "voice.json", _bench("voice", "--methods", "cascade", "cascade_sentence", "cascade_prefill",
                                       "predgen", "predgen_sentence"), 1500,
