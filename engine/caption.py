@@ -105,6 +105,11 @@ def build_messages(source: str, target: str, frame: str = DEFAULT_FRAME) -> tupl
     return msgs, tag
 
 
+def same_source(a: str, b: str) -> bool:
+    """Whether two transcripts are the same text up to whitespace."""
+    return " ".join(a.split()) == " ".join(b.split())
+
+
 @dataclass
 class TranslationResult:
     text: str
@@ -408,8 +413,6 @@ class CaptionLoop:
                 self._partial = (ev.utterance, ev.text, False, time.monotonic())
                 self._cond.notify()
         elif isinstance(ev, FinalTranscript) and ev.text:
-            from .ssbd import same_source
-
             with self._cond:
                 self._finals.append((ev.utterance, ev.text, True, time.monotonic()))
                 self._partial = None

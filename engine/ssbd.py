@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import verify as V
-from .caption import Translator
+from .caption import Translator, same_source
 
 
 @dataclass
@@ -46,11 +46,6 @@ class SSBDUpdate:
     final: bool
 
 
-def same_source(a: str, b: str) -> bool:
-    """Whether two transcripts are the same text up to whitespace."""
-    return " ".join(a.split()) == " ".join(b.split())
-
-
 def reuse_final(translator, source: str, final: bool, cancel: threading.Event | None) -> SSBDUpdate | None:
     """The final update of ``source`` without any LM work when the translator's last update translated exactly this
     source and ran to EOS (not cancelled, not cut at ``max_tokens``): greedy decoding of the same prompt gives the
@@ -58,7 +53,8 @@ def reuse_final(translator, source: str, final: bool, cancel: threading.Event | 
     final caption is that output, shown whole. None when the shortcut does not apply."""
     last = translator.stream.updates[-1] if translator.stream.updates else None
     if (not final or last is None or last.final or not getattr(translator, "_last_complete", False)
-            or not same_source(last.source, source) or (cancel is not None and cancel.is_set())):
+            or not same_source(last.source, source) or (cancel is not None and cancel.is_set())
+            or getattr(translator, "prev", last.tokens) != last.tokens):  # the draft was trimmed since
         return None
     u = SSBDUpdate(source, list(last.tokens), last.text, last.text, "", len(last.tokens), len(last.tokens),
                    len(last.tokens), 0, 0.0, True)
@@ -168,10 +164,6 @@ class SSBDTranslator(Translator):
         self.stream = StreamStats()
         self._last_complete = False
 
-    def stream_last_tokens(self) -> list[int] | None:
-        """Tokens of the last update (None before the first)."""
-        return list(self.stream.updates[-1].tokens) if self.stream.updates else None
-
     def _display(self, tokens: list[int], final: bool) -> tuple[str, str]:
         if final:
             return self.lm.detokenize(tokens).strip(), ""
@@ -180,7 +172,7 @@ class SSBDTranslator(Translator):
     def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None) -> SSBDUpdate:
         """Algorithm 1 for one update; a final update whose source the last update already translated to EOS
         reuses that output (:func:`reuse_final`)."""
-        again = reuse_final(self, source, final, cancel) if self.prev == self.stream_last_tokens() else None
+        again = reuse_final(self, source, final, cancel)
         if again is not None:
             return again
         t0 = time.perf_counter()
