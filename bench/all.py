@@ -43,7 +43,6 @@ ASR_METHODS = ("ar,ar_ct2,ssd_acc,ssd_rtfx,ssd_acc_rejoin,ssd_rtfx_rejoin,"
                "sd8,sd16,sd8x2,adaptive,recycling,tree,ctc_draft")
 MTBENCH_PARTIALS = "bench/data/mtbench_asr_partials.json"
 VOICE_PARTIALS = "bench/data/voice_asr_partials.json"
-STREAM = "bench/data/stream_speech"
 # the README's PredGen table: 8 tokens per update, 48 answer tokens per turn, top-3, speculation on every core (0)
 PREDGEN_TABLE = ["--budget", "8", "--max-tokens", "48", "--top-k", "3", "--speculation-threads", "0"]
 
@@ -143,17 +142,9 @@ JOBS: tuple[Job, ...] = (
                "--max-tokens", "96"), 1070,
         about="SSBD on real streaming-ASR partials (no references)"),
     # -- streaming ASR ---------------------------------------------------------------------------------------------
-    Job("asr-stream", "asr_stream.json",
-        _bench("asr-stream", "--methods", "ar_w6,ssd_w6,ssd_lossless_w6,ar,ar_padded,ssd_padded"), 2100,
-        about="every method in real time through the transcribe path, the whole corpus (329 s)"),
-    Job("asr-stream-final-full", "asr_stream_final_full.json",
-        _bench("asr-stream", f"{STREAM}/dialogue_2.flac", f"{STREAM}/dialogue_1.flac", "tests/data/jfk.flac",
-               "--methods", "ar,ar_la2_final", "--set", "asr.encoder_min_s=6", "--set", "asr.final_full=true"), 280,
-        about="asr.final_full on (ar) vs off (ar_la2_final), ≥ 6 s windows, two dialogues + jfk"),
-    Job("asr-stream-fast-specasr", "asr_stream_fast_specasr.json",
-        _bench("asr-stream", "--fast", "--methods", "ar,ssd,specasr,ar_padded,ssd_padded",
-               "--set", "asr.encoder_min_s=6"), 1180,
-        about="as fast as possible, SpecASR included, ≥ 6 s windows"),
+    Job("asr-stream", "asr_stream.json", _bench("asr-stream"), 3300,
+        about="every method (new and previous defaults, ≥ 20 s windows, SSD, lossless SSD, SpecASR, the padded "
+              "30 s window) in real time through the transcribe path, the whole corpus (329 s)"),
     # -- ASR decoding ----------------------------------------------------------------------------------------------
     Job("asr", "asr.json", _bench("asr", "--methods", ASR_METHODS), 1320,
         about="every decoding method on the same encoder output, 41 held-out inputs"),

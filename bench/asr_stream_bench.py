@@ -80,13 +80,18 @@ METHODS: dict[str, dict] = {
     "ar_w6": {"asr": {"method": "ar", "encoder_min_s": 6.0}},  # scaled, windows down to 6 s
     "ssd_w6": {"asr": {"method": "ssd", "encoder_min_s": 6.0}},
     "ssd_lossless_w6": {"asr": {"method": "ssd", "tau_ctc": 0.0, "tau_slm": 0.5, "encoder_min_s": 6.0}},
+    "ar_w20": {"asr": {"method": "ar", "encoder_min_s": 20.0}},  # scaled, windows of at least 20 s
     # whisper_streaming's final rule (LocalAgreement-2 commits + the last tail) instead of the whole-utterance decode
     "ar_la2_final": {"asr": {"method": "ar", "final_full": False}},
+    # the previous defaults: ≥ 20 s windows, the previous utterance as acoustic context, LocalAgreement-2 final,
+    # no pre-roll before the VAD start
+    "ar_before": {"asr": {"method": "ar", "encoder_min_s": 20.0, "context_gap_s": 3.0, "final_full": False,
+                          "pre_roll_s": 0.0}},
     "ssd_padded": {"asr": {"method": "ssd", "encoder_window": "padded"}},
 }
-DEFAULT_METHODS = ["ar", "ssd", "ssd_lossless", "ar_padded", "ssd_padded", "specasr"]
+DEFAULT_METHODS = ["ar", "ar_w20", "ar_before", "ssd", "ssd_lossless", "specasr", "ar_padded"]
 BASELINE = "ar_padded"
-AR_OF = {"ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
+AR_OF = {"ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
 
 
 # --------------------------------------------------------------------------------------------------------- metrics
@@ -95,19 +100,24 @@ def loop_words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
 
 
-def repeated_ngram(words: list[str], max_n: int = 6, min_repeats: int = 3) -> tuple[int, int] | None:
-    """(n, start) of the first word n-gram (1 ≤ n ≤ ``max_n``) repeated ≥ ``min_repeats`` times in a row, or None."""
+def repeated_ngram(words: list[str], max_n: int = 6, min_repeats: int = 3,
+                   min_span: int = 6) -> tuple[int, int] | None:
+    """(n, start) of the first word n-gram (1 ≤ n ≤ ``max_n``) repeated ≥ ``min_repeats`` times in a row over at
+    least ``min_span`` words, or None — the decode guard's rule (``engine.whisper_window.loop_start`` on words):
+    "no, no, no" or "the N, N, N2" is speech, "yeah yeah yeah yeah yeah yeah" is a loop."""
     for n in range(1, max_n + 1):
         for i in range(len(words) - n * min_repeats + 1):
             g = words[i: i + n]
-            if all(words[i + k * n: i + (k + 1) * n] == g for k in range(1, min_repeats)):
+            r = 1
+            while words[i + r * n: i + (r + 1) * n] == g:
+                r += 1
+            if r >= min_repeats and r * n >= min_span:
                 return n, i
     return None
 
 
-
 def is_loop(text: str, max_ratio: float = 2.4, min_chars: int = 30) -> bool:
-    """A final text that loops: a word n-gram (n = 1..6) repeated ≥ 3 times consecutively, or a compression
+    """A final text that loops: a word n-gram (n = 1..6) repeated ≥ 3 times consecutively over ≥ 6 words, or a compression
     ratio above ``max_ratio`` for texts of at least ``min_chars`` characters."""
     if repeated_ngram(loop_words(text)) is not None:
         return True

@@ -233,7 +233,7 @@ class StreamingTranscriber:
     def __init__(self, source: AudioSource, backend: ASRBackend, vad: StreamingVAD | None,
                  emit: Callable[[object], None], min_chunk_s: float = 1.0, buffer_trim_s: float = 15.0,
                  max_utterance_s: float = 60.0, final_full: bool = True, max_backlog_s: float = 600.0,
-                 lag_warn_s: float = 3.0):
+                 lag_warn_s: float = 3.0, pre_roll_s: float = 0.3, context_gap_s: float = 0.0):
         self.source = source
         self.final_full = final_full
         self.backend = backend
@@ -242,7 +242,8 @@ class StreamingTranscriber:
         self.min_chunk_s = min_chunk_s
         self.buffer_trim_s = buffer_trim_s
         self.max_utterance_s = max_utterance_s
-        self.context_gap_s = 3.0  # keep the previous utterance as acoustic context when the pause is shorter
+        self.context_gap_s = context_gap_s  # keep the previous utterance as acoustic context after a shorter pause
+        self.pre_roll_s = pre_roll_s  # audio before the VAD start (and its pad) decoded too, seconds
         self._last_words: list = []
         self.q = AudioQueue(max_backlog_s)
         self.lag_warn_s = lag_warn_s
@@ -390,6 +391,10 @@ class StreamingTranscriber:
                 and t_start - prev.t_start < self.buffer_trim_s and ring and ring[0].t_start <= prev.t_start):
             t_buf = prev.t_start
             ctx_words = list(self._last_words)
+        elif self.pre_roll_s > 0 and ring:
+            # soft onsets start before the VAD is sure: decode a little earlier, never into the previous utterance
+            floor = max(ring[0].t_start, prev.t_end if prev is not None and prev.t_end is not None else 0.0)
+            t_buf = max(floor, min(t_start, t_start - self.pre_roll_s))
         earlier = self.transcript[:-1] if ctx_words else self.transcript
         context = " ".join(earlier)[-200:]
         proc = OnlineASRProcessor(self.backend, self.buffer_trim_s, context=context + " " if context else "",

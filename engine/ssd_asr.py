@@ -420,6 +420,7 @@ class SSDCT2Backend:
         self.use_previous = use_previous
         self.speculate = speculate  # False: the same calls without a draft = its greedy AR baseline (benchmark)
         self._prev: tuple[bytes, int, str] | None = None
+        self._bad_prompt = ""  # a prompt under which a decode collapsed and the decode without it passed
         self.counts = {"ctc": 0, "verified": 0, "fallback": 0, "ar": 0}
 
     def _words_from(self, res, tokens: list[int]) -> list[Word]:
@@ -460,22 +461,39 @@ class SSDCT2Backend:
             return self._transcribe_long(audio, prompt)
         n = len(audio)
         audio_s = n / SAMPLE_RATE
+        if prompt and prompt == self._bad_prompt:
+            prompt = ""  # the buffer's earlier decodes collapsed under this prompt: it is not tried again
         r = self._decode_window(audio, prompt, self.window.n_frames(n), self.speculate)
         stats = dict(r.stats)
         verdict = self.guard.check(r.tokens, r.text, audio_s, r.avg_logprob, r.no_speech_prob)
         stats["guard"] = verdict.reason
         stats["fallback"] = 0
-        if not verdict.ok and verdict.reason != "no_speech" and self.window.mode == "scaled":
-            # Whisper was trained on 30 s windows: redo this decode on the padded window, greedily
-            r2 = self._decode_window(audio, prompt, 3000, False)
-            stats["fallback"] = 1
+
+        def collapsed(v, d) -> bool:  # next to nothing over seconds of audio, below the log-prob floor
+            return v.reason == "logprob" and len(d.tokens) < max(2.0, 0.5 * audio_s)
+
+        retries = []  # (prompt, whether it is the prompt reset)
+        if not verdict.ok and verdict.reason != "no_speech":
+            if self.window.mode == "scaled":
+                retries.append((prompt, False))  # Whisper was trained on 30 s windows: redo it padded, greedily
+            if prompt.strip():
+                retries.append(("", True))  # Whisper can collapse under its prompt (a lone "."): once more without
+        for p_retry, reset in retries:
+            if reset and not collapsed(verdict, r):
+                break  # no collapse (babble, music, a loop): the prompt is not to blame
+            r2 = self._decode_window(audio, p_retry, 3000, False)
+            stats["fallback"] += 1
+            stats["prompt_reset"] = stats.get("prompt_reset", 0) + reset
             for k in ("encode_s", "decode_s", "align_s", "n_forward"):
                 stats[k] = round(stats[k] + r2.stats[k], 4) if isinstance(stats[k], float) else stats[k] + r2.stats[k]
             v2 = self.guard.check(r2.tokens, r2.text, audio_s, r2.avg_logprob, r2.no_speech_prob)
-            if v2.ok or v2.reason == "no_speech" or (v2.reason == "logprob" and verdict.reason != "logprob") \
-                    or (v2.reason == verdict.reason == "logprob" and r2.avg_logprob > r.avg_logprob):
-                r, verdict = r2, v2
             stats["guard_after_fallback"] = v2.reason
+            if _rank(v2, r2) < _rank(verdict, r):
+                r, verdict = r2, v2
+                if reset and v2.ok:
+                    self._bad_prompt = prompt
+            if verdict.ok or verdict.reason == "no_speech":
+                break
         if verdict.reason == "no_speech":
             r = _WindowDecode([], "", [], None, r.stats, r.avg_logprob, r.no_speech_prob)
         elif verdict.reason in ("cap", "loop", "compression"):
@@ -489,6 +507,7 @@ class SSDCT2Backend:
         stats["pieces"] = 1
         stats["gaps_redecoded"] = 0
         confident = verdict.ok and (r.avg_logprob is None or r.avg_logprob >= self.guard.logprob)
+        stats["doubtful"] = not confident
         if self.redecode_gaps and words and confident:  # not on doubtful windows (babble, music): nothing to find
             words = self._fill_skipped(audio, words, prompt, stats)
         self._prev = (audio[:1600].tobytes(), n, "".join(w.text for w in words).strip())
@@ -591,6 +610,13 @@ class SSDCT2Backend:
                  "avg_logprob": None if avg_lp is None else round(avg_lp, 3),
                  "no_speech_prob": None if no_speech is None else round(no_speech, 3)}
         return _WindowDecode(toks, tok.decode(toks).strip(), words, sv, stats, avg_lp, no_speech)
+
+
+def _rank(verdict, r: "_WindowDecode") -> tuple:
+    """Order of preference between decodes of the same audio: one that passes the guards, then one judged silent,
+    then one only below the log-prob floor (the higher mean log-prob first), then a cap/loop/compression failure."""
+    order = {"": 0, "no_speech": 1, "logprob": 2}.get(verdict.reason, 3)
+    return order, -(r.avg_logprob if r.avg_logprob is not None else -np.inf)
 
 
 @dataclass

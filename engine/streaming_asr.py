@@ -206,7 +206,10 @@ class OnlineASRProcessor:
         self.decoded_until = self.buffer_time_offset + len(audio) / SAMPLE_RATE
         self._remember(res.words)
         self.hyp.insert(res.words, self.buffer_time_offset)
-        new = self.hyp.flush()
+        if res.stats.get("doubtful"):  # failed the guards even after the re-decodes: shown, never committed by it
+            self.hyp.buffer, self.hyp.new, new = self.hyp.new, [], []
+        else:
+            new = self.hyp.flush()
         self.committed.extend(new)
         if len(self.audio) / SAMPLE_RATE > self.buffer_trim_s:
             self._chunk_completed_segment(res.segment_ends)
@@ -254,7 +257,12 @@ class OnlineASRProcessor:
             self.updates.append(UpdateStats(time.perf_counter() - t0, len(self.audio) / SAMPLE_RATE, len(tail), res.stats))
         else:
             tail = self.hyp.complete()
-        full = self._full_final() if self.final_full else None
+        # an utterance most of whose decodes were doubtful (below the guards' log-prob floor, judged silent: babble,
+        # music; at least 3 decodes) keeps only the words two decodes agreed on, not the latest decode's guess
+        doubtful = len(self.updates) >= 3 and sum(bool(u.stats.get("doubtful")) for u in self.updates) > len(self.updates) / 2
+        if doubtful:
+            tail = []
+        full = self._full_final() if self.final_full and not doubtful else None
         if full is not None:
             kept = [w for w in self.committed if w.end <= self.buffer_time_offset + 1e-6]
             tail = full

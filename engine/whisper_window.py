@@ -5,10 +5,10 @@ every input to that length; a streaming update over 3 s of buffered audio then p
 encoder (and the torch port, by slicing ``embed_positions``) accepts fewer frames, so the cost follows the audio
 (whisper.cpp's ``audio_ctx`` does the same). Whisper was never trained on short contexts, though: without silence
 after the speech the decoder ends late, repeats or drops words. :class:`WindowPolicy` therefore encodes the
-audio plus a *margin of silence* (default 4 s) and never less than ``min_s`` (the product's default is 20 s:
-shorter windows change words on real speech, e.g. "ask" → "asked" on jfk.flac); :class:`DecodeGuard`
-checks every decode (token cap, repetition, compression ratio, mean log-prob, no-speech probability) and the
-backend redoes a failed short-window decode on the padded 30 s window once; a loop that survives that is cut at
+audio plus a *margin of silence* (default 4 s) and never less than ``min_s`` (the product's default is 10 s,
+``asr.encoder_min_s``); :class:`DecodeGuard` checks every decode (token cap, repetition, compression ratio, mean
+log-prob, no-speech probability) and the backend redoes a failed decode on the padded 30 s window and, if it had a
+prompt, once more without it (Whisper can collapse under its prompt); a loop that survives that is cut at
 its first repetition, never emitted. :func:`split_point` cuts audio longer than one window at its quietest
 moment so nothing is truncated.
 

@@ -10,13 +10,16 @@ from bench.asr_stream_bench import (compression_ratio, erasure, erasure_counts, 
 
 def test_loop_detector_by_hand():
     assert repeated_ngram("a b c d".split()) is None
-    assert repeated_ngram("yes yes yes".split()) == (1, 0)
+    assert repeated_ngram("yes yes yes".split()) is None  # three words are speech ("no, no, no")
+    assert repeated_ngram("the words the n n n2".split()) is None
+    assert repeated_ngram("yeah yeah yeah yeah yeah yeah".split()) == (1, 0)  # six: the guard's loop
     assert repeated_ngram("no no".split()) is None  # twice is speech
     assert repeated_ngram("so i said thank you thank you thank you".split()) == (2, 3)
     six = "we will go to the park " * 3
     assert repeated_ngram(six.split()) == (6, 0)
     assert repeated_ngram(("one two three four five six seven " * 3).split()) is None  # 7-grams are not counted
     assert is_loop("Thank you. Thank you. Thank you.")  # punctuation and case do not hide a repeat
+    assert not is_loop("No, no, no.")
     assert not is_loop("And so my fellow Americans, ask not what your country can do for you.")
     loop = "the cat sat on the mat and then " * 8  # an 8-word period: caught by the compression ratio only
     assert repeated_ngram(loop.split()) is None and compression_ratio(loop) > 2.4 and is_loop(loop)

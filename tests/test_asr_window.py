@@ -217,3 +217,56 @@ def test_ssd_with_greedy_acceptance_is_lossless(runtime, jfk_audio):
         assert [w.text for w in x.words] == [w.text for w in y.words]
         accepted += x.stats["accepted"]
     assert accepted > 10  # the drafts were used, not just regenerated
+
+
+def test_a_collapsed_decode_is_retried_without_its_prompt(runtime, jfk_audio):
+    """A decode that fails a guard is redone on the padded window; one that collapsed (next to nothing over seconds
+    of audio, below the log-prob floor: Whisper under its prompt can say a lone "." over 10 s of speech) is redone
+    once more without the prompt, and the best decode is kept. Induced with a log-prob floor no decode passes."""
+    from engine.ssd_asr import SSDCT2Backend
+
+    be = SSDCT2Backend(runtime.whisper_ssd(), speculate=False, guard=DecodeGuard(logprob=-1e-4))
+    sparse = np.concatenate([jfk_audio[: int(2.6 * 16000)], np.zeros(int(17.4 * 16000), np.float32)])
+    res = be.transcribe(sparse, "Thank you for watching.")  # a few tokens over 20 s: the collapse signature
+    assert res.stats["guard"] == "logprob" and res.stats["guard_after_fallback"] == "logprob"
+    assert res.stats["fallback"] == 2 and res.stats["prompt_reset"] == 1
+    assert "fellow americans" in _norm(_text(res))
+    assert be._bad_prompt == ""  # nothing passed without the prompt either: no prompt is marked
+    res = be.transcribe(jfk_audio, "Thank you for watching.")  # dense text below the floor: no collapse
+    assert res.stats["fallback"] == 1 and res.stats.get("prompt_reset", 0) == 0
+    assert _norm(_text(res)) == _norm(JFK_TEXT)
+
+
+def test_a_prompt_that_made_a_decode_collapse_is_not_used_again(runtime, jfk_audio):
+    """When only the decode without the prompt passes, later decodes with that same prompt (the next updates of the
+    same buffer) skip it at once instead of failing three times."""
+    from engine.ssd_asr import SSDCT2Backend
+
+    be = SSDCT2Backend(runtime.whisper_ssd(), speculate=False)
+    first = be.transcribe(jfk_audio, "Thank you for watching.")
+    assert first.stats["guard"] == ""  # a sound prompt is used as it is
+    be._bad_prompt = "Thank you for watching."  # as if decodes under it had collapsed
+    again = be.transcribe(jfk_audio, "Thank you for watching.")
+    assert again.stats["fallback"] == 0 and _norm(_text(again)) == _norm(JFK_TEXT)
+    assert _text(again) == _text(be.transcribe(jfk_audio, ""))  # decoded exactly as without a prompt
+
+
+def test_pre_roll_reaches_before_the_vad_start_but_not_into_the_previous_utterance(runtime):
+    """The ASR buffer of an utterance starts ``asr.pre_roll_s`` before the VAD's start, never before the end of
+    the previous utterance; the previous utterance's audio is acoustic context only when ``context_gap_s`` allows."""
+    from audio.sources import ArraySource, AudioBlock
+    from engine.pipeline import UtteranceRecord
+
+    ring = [AudioBlock(np.zeros(1600, np.float32), 0.1 * i, 0.0) for i in range(100)]  # 0–10 s
+    tr = runtime.transcriber(ArraySource(np.zeros(16000, np.float32), realtime=False), lambda ev: None)
+    assert tr.pre_roll_s == runtime.cfg.asr.pre_roll_s > 0 and tr.context_gap_s == 0.0
+    _, proc, _ = tr._start(0, 5.0, ring)
+    assert proc.buffer_time_offset == pytest.approx(5.0 - tr.pre_roll_s)
+    assert len(proc.audio) == pytest.approx((10.0 - proc.buffer_time_offset) * 16000, abs=2)
+    tr.stats.utterances[-1].t_end = 5.9
+    _, proc, _ = tr._start(1, 6.0, ring)  # 0.1 s after the previous utterance: the pre-roll stops at its end
+    assert proc.buffer_time_offset == pytest.approx(5.9)
+    tr.context_gap_s = 3.0
+    tr.stats.utterances.append(UtteranceRecord(index=2, t_start=7.0, t_end=8.0))
+    _, proc, _ = tr._start(3, 9.0, ring)  # acoustic context: the buffer starts at the previous utterance
+    assert proc.buffer_time_offset == pytest.approx(7.0)

@@ -40,14 +40,55 @@ class ScriptedBackend:
 
     name = "scripted"
 
-    def __init__(self, hyps):
+    def __init__(self, hyps, doubtful=()):
         self.hyps = list(hyps)
+        self.doubtful = list(doubtful)  # per decode: whether it failed the guards even after the re-decodes
 
     def transcribe(self, audio, prompt=""):
         from engine.streaming_asr import BackendResult
 
         words = self.hyps.pop(0) if len(self.hyps) > 1 else self.hyps[0]
-        return BackendResult(words, [words[-1].end] if words else [], {})
+        doubtful = self.doubtful.pop(0) if self.doubtful else False
+        return BackendResult(words, [words[-1].end] if words else [], {"doubtful": doubtful})
+
+
+def _feed(p, n):
+    import numpy as np
+
+    for _ in range(n):
+        p.insert_audio_chunk(np.zeros(16000, np.float32))
+        p.process_iter()
+
+
+def test_final_is_the_last_whole_utterance_decode_not_the_early_commits():
+    """asr.final_full: words LocalAgreement-2 committed from short prefixes are replaced by the last decode of the
+    whole utterance (it heard all of it); with final_full off they stay (whisper_streaming's rule)."""
+    hyps = [W("net is not"), W("net is not your idea"), W("that is a good idea i will do that")]
+    for full, want in ((True, "that is a good idea i will do that"), (False, "net is not good idea i will do that")):
+        p = OnlineASRProcessor(ScriptedBackend(list(hyps)), final_full=full)
+        _feed(p, 3)
+        assert p.text == "net is not"  # committed from the first two decodes
+        p.finish(speech_end=3.0)
+        assert p.text == want
+
+
+def test_doubtful_decodes_commit_nothing_and_a_doubtful_utterance_keeps_only_agreed_words():
+    """Decodes that failed the guards even after the re-decodes (babble, music) are shown but never commit words;
+    when most of an utterance's decodes were doubtful, its final keeps only words two decodes agreed on, not the
+    last decode's guess. An utterance with a few doubtful decodes is final as usual."""
+    guess = [W("on post song"), W("on post song is your next"), W("what is wrong with your head"),
+             W("i am not a good person")]
+    p = OnlineASRProcessor(ScriptedBackend(guess, doubtful=[True] * 4))
+    _feed(p, 4)
+    assert p.text == ""
+    p.finish(speech_end=4.0)
+    assert p.text == ""
+    speech = [W("please turn"), W("please turn the music"), W("please turn the music down"),
+              W("please turn the music down a little")]
+    p = OnlineASRProcessor(ScriptedBackend(speech, doubtful=[False, True, False, False]))
+    _feed(p, 4)
+    p.finish(speech_end=4.0)
+    assert p.text == "please turn the music down a little"
 
 
 def test_processor_finish_skips_decode_when_hypothesis_covers_speech():
