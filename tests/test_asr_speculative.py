@@ -229,10 +229,21 @@ def test_specasr_greedy_is_lossless(spec, ws, jfk_enc, jfk_audio, method):
 
 
 @pytest.mark.parametrize("method", ["ctc_draft", "tree"])
-def test_specasr_acceptance_goes_through_the_core(spec, jfk_enc, jfk_audio, method, monkeypatch):
+def test_specasr_acceptance_goes_through_the_core(spec, ws, jfk_enc, jfk_audio, method, monkeypatch):
+    """Breaking the core (every draft token accepted) changes SpecASR's output on at least one input whose draft
+    errs (jfk.flac's tiny.en draft can be exactly right, so held-out utterances are tried too)."""
+    from audio.io import load_audio
+
     accept_everything(monkeypatch)
-    r = spec.decode(jfk_audio, jfk_enc[1], jfk_enc[2], method)
-    assert r["tokens"] != jfk_enc[3].tokens
+    if spec.decode(jfk_audio, jfk_enc[1], jfk_enc[2], method)["tokens"] != jfk_enc[3].tokens:
+        return
+    d = ROOT / "bench" / "data" / "heldout_speech"
+    for n in sorted(json.loads((d / "refs.json").read_text()))[:6]:
+        a = load_audio(d / n)
+        _, enc = ws.encode(a)
+        if spec.decode(a, enc, ws.prompt(), method)["tokens"] != ws.whisper.greedy(enc, ws.prompt()).tokens:
+            return
+    pytest.fail("accepting every draft token changed no output: the core is not on SpecASR's path")
 
 
 def test_specasr_lossless_on_held_out_speech(spec, ws):
