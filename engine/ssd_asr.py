@@ -447,14 +447,18 @@ class SSDCT2Backend:
         """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt``.
 
         The encoder sees the audio in a window of ``self.window`` (length-scaled by default); the decode passes
-        :attr:`guard` or is redone once greedily on the padded 30 s window; a loop that survives is cut at its
-        first repetition and a silent window gives no words. Audio longer than ``window.max_audio_s`` is cut at its
+        :attr:`guard` or is redone greedily on the padded 30 s window, and, when the best decode so far collapsed
+        (below the log-prob floor with fewer than 0.5 tokens per second) and had a prompt, once more without the
+        prompt, which is then not used again (Whisper can answer a lone "." under its prompt); the best decode by
+        guard verdict and mean log-prob is kept. A loop that survives is cut at its first repetition and a silent
+        window gives no words. Audio longer than ``window.max_audio_s`` is cut at its
         quietest moment and decoded piece by piece, the next piece prompted with the previous piece's text.
 
         Returns:
             words (seconds from the start of ``audio``), segment ends, and ``stats`` (``encode_s``, ``decode_s``,
             ``ctc_s``, ``align_s``, ``stage``, ``accepted``, ``draft_tokens``, ``n_forward``, ``window_s``,
-            ``guard`` (the failed check or ""), ``fallback`` (padded re-decodes), ``pieces``).
+            ``guard`` (the failed check or ""), ``fallback`` (re-decodes), ``prompt_reset`` (re-decodes without the
+            prompt), ``doubtful`` (the kept decode still fails a guard or the log-prob floor), ``pieces``).
         """
         audio = np.asarray(audio, np.float32)
         if len(audio) > self.window.max_audio_s * SAMPLE_RATE:
