@@ -394,7 +394,7 @@ class StreamingTranscriber:
         elif self.pre_roll_s > 0 and ring:
             # soft onsets start before the VAD is sure: decode a little earlier, never into the previous utterance
             floor = max(ring[0].t_start, prev.t_end if prev is not None and prev.t_end is not None else 0.0)
-            t_buf = max(floor, min(t_start, t_start - self.pre_roll_s))
+            t_buf = max(floor, t_start - self.pre_roll_s)
         earlier = self.transcript[:-1] if ctx_words else self.transcript
         context = " ".join(earlier)[-200:]
         proc = OnlineASRProcessor(self.backend, self.buffer_trim_s, context=context + " " if context else "",

@@ -259,7 +259,8 @@ class OnlineASRProcessor:
             tail = self.hyp.complete()
         # an utterance most of whose decodes were doubtful (below the guards' log-prob floor, judged silent: babble,
         # music; at least 3 decodes) keeps only the words two decodes agreed on, not the latest decode's guess
-        doubtful = len(self.updates) >= 3 and sum(bool(u.stats.get("doubtful")) for u in self.updates) > len(self.updates) / 2
+        n_doubtful = sum(bool(u.stats.get("doubtful")) for u in self.updates)
+        doubtful = len(self.updates) >= 3 and n_doubtful > len(self.updates) / 2
         if doubtful:
             tail = []
         full = self._full_final() if self.final_full and not doubtful else None
