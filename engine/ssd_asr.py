@@ -31,6 +31,7 @@ from .ct2_whisper import CT2WhisperDecoder
 from .ctc_draft import CTCDraft
 from .events import Word
 from .streaming_asr import SAMPLE_RATE, BackendResult
+from .whisper_tokenizer import repair_model_tokenizer
 from .whisper_window import DecodeGuard, WindowPolicy, log_mel, skipped_regions, split_point
 
 PRESETS = {"high_accuracy": (0.7, 0.2), "high_rtfx": (3.0, 0.1)}
@@ -228,6 +229,7 @@ class WhisperSSD:
         self.device = device
         self.model_dir = model_dir
         self.fw = WhisperModel(str(model_dir), device=device, compute_type=compute_type, cpu_threads=cpu_threads)
+        repair_model_tokenizer(self.fw, model_dir)  # the packaged base tokenizer.json lacks a BPE merge
         self._whisper = None
         self._head_dir = head_dir
         self._head = None

@@ -19,6 +19,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from .events import Word
+from .whisper_tokenizer import repair_model_tokenizer
 
 SAMPLE_RATE = 16000
 
@@ -62,6 +63,7 @@ class FasterWhisperBackend:
             compute_type = "float16"
         self.device = device
         self.model = WhisperModel(str(model_path), device=device, compute_type=compute_type, cpu_threads=cpu_threads)
+        repair_model_tokenizer(self.model, model_path)  # prompts are encoded with it
         self.language = language if self.model.model.is_multilingual else None
         self.beam_size = beam_size
 

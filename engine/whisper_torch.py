@@ -160,7 +160,7 @@ class TorchWhisper:
         import torch
         from faster_whisper.feature_extractor import FeatureExtractor
         from faster_whisper.tokenizer import Tokenizer
-        import tokenizers
+        from .whisper_tokenizer import load_hf_tokenizer
 
         if threads:
             torch.set_num_threads(threads)
@@ -171,7 +171,7 @@ class TorchWhisper:
         cfg = self.model.config
         self.multilingual = cfg.vocab_size >= 51865
         self.features = FeatureExtractor(feature_size=cfg.num_mel_bins)
-        hf_tok = tokenizers.Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
+        hf_tok = load_hf_tokenizer(model_dir)
         self.fw_tokenizer = Tokenizer(hf_tok, self.multilingual, task="transcribe",
                                       language="en" if self.multilingual else None)
         self.tokenizer = self.fw_tokenizer.tokenizer  # tokenizers.Tokenizer

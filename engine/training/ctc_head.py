@@ -171,6 +171,9 @@ class Labeler:
 
         m = resolve("asr_target", load_config())
         self.model = WhisperModel(str(m.path), device="cpu", compute_type="int8", cpu_threads=THREADS)
+        from engine.whisper_tokenizer import repair_model_tokenizer
+
+        repair_model_tokenizer(self.model, m.path)
         self.tok = Tokenizer(self.model.hf_tokenizer, self.model.model.is_multilingual, task="transcribe",
                              language="en")
 

@@ -1,0 +1,54 @@
+"""Whisper's BPE tokenizer as loaded from the packaged models: a merge lost from tokenizer.json is restored, so text
+is encoded into the tokens the model itself generates (prompts and drafts depend on it)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.whisper_tokenizer import load_hf_tokenizer, repair_bpe_merges
+
+
+def _dir(runtime, role) -> Path:
+    p = Path(runtime.model(role).path)
+    return p if p.is_dir() else p.parent
+
+
+def test_packaged_tokenizers_encode_common_words_as_one_token(runtime):
+    for role in ("asr_target", "asr_draft"):
+        tok = load_hf_tokenizer(_dir(runtime, role))
+        for w in (" the", " to", " think", " than", " that"):
+            assert len(tok.encode(w, add_special_tokens=False).ids) == 1, (role, w)
+
+
+@pytest.mark.parametrize("drop", [0, 1, 57, 4000])
+def test_a_dropped_merge_is_restored_exactly(runtime, drop):
+    data = json.loads((_dir(runtime, "asr_draft") / "tokenizer.json").read_text())
+    original = list(data["model"]["merges"])
+    del data["model"]["merges"][drop]
+    restored = repair_bpe_merges(data)
+    assert restored == [original[drop]]
+    assert data["model"]["merges"] == original
+    assert repair_bpe_merges(data) == []  # nothing more to do
+
+
+def test_the_model_reads_back_its_own_transcript(runtime):
+    """Greedy tokens of recorded speech, decoded to text and encoded again, are the same tokens (they were not
+    before the repair: " than"/" the"/" to" came back as two tokens each)."""
+    from audio.io import load_audio
+
+    audio = load_audio(Path(__file__).parents[1] / "bench/data/stream_speech/dialogue_1.flac")[: 16000 * 12]
+    m = runtime.whisper_ssd()
+    segs, _ = m.fw.transcribe(audio, beam_size=1, language="en", without_timestamps=True)
+    segs = list(segs)
+    toks = [t for s in segs for t in s.tokens if t < m.tok.eot]
+    text = m.tok.decode(toks)
+    assert any(f" {w}" in text for w in ("than", "the", "that", "to", "times"))
+    assert m.tok.encode(text) == toks
+
+
+def test_a_tokenizer_not_in_rank_order_is_left_alone():
+    data = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 7, "ba": 3},
+                      "merges": ["b a", "a b"]}}
+    assert repair_bpe_merges(data) == []
+    assert data["model"]["merges"] == ["b a", "a b"]
