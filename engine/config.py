@@ -69,7 +69,9 @@ class AsrConfig:
     method: str = "ar"
     language: str = "en"
     min_chunk_s: float = 1.0  # minimum new audio before a re-decode (whisper_streaming's min-chunk-size)
-    buffer_trim_s: float = 15.0  # trim the audio buffer at a committed segment end past this length
+    # trim the audio buffer at a committed sentence end past this length, seconds: every update of a long utterance
+    # re-decodes the whole buffer, so the decode at its end is shorter (bench asr-stream: ar vs ar_trim15)
+    buffer_trim_s: float = 8.0
     # faster-whisper pads VAD speech by 0.4 s: soft onsets start before the VAD is sure (bench asr-stream)
     pre_roll_s: float = 0.3  # audio before the VAD's start (its pad included) decoded too, seconds
     # > 0: the previous utterance's audio stays in the buffer as acoustic context after a shorter pause; off by

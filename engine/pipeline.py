@@ -363,7 +363,8 @@ class StreamingTranscriber:
                 self._finish(proc, rec)
                 proc = None
             if proc is not None and pause_at is not None:
-                if proc.decoded_until < pause_at - 1e-3 and proc.audio_end >= pause_at - 1e-3:
+                if (proc.decoded_until < pause_at - 1e-3 and proc.audio_end >= pause_at - 1e-3
+                        and not proc.mostly_doubtful):  # a doubtful utterance keeps no new words at its end
                     pending_new = 0.0
                     self._update(proc, rec, until=pause_at)
                 pause_at = None

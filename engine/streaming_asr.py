@@ -246,6 +246,8 @@ class OnlineASRProcessor:
         if speech_end is not None and self.updates and self.decoded_until >= speech_end - 1e-3:
             tail = self.hyp.complete()
             self.final_decodes_skipped += 1
+        elif self.mostly_doubtful:  # its words would not be kept (below): no decode, the final comes at once
+            self.final_decodes_skipped += 1
         elif len(self.audio) >= SAMPLE_RATE * 0.1:
             if speech_end is not None:  # trailing silence only invites hallucinated repeats
                 keep = int(round((speech_end - self.buffer_time_offset) * SAMPLE_RATE))
@@ -261,8 +263,7 @@ class OnlineASRProcessor:
             tail = self.hyp.complete()
         # an utterance most of whose decodes were doubtful (below the guards' log-prob floor, judged silent: babble,
         # music; at least 3 decodes) keeps only the words two decodes agreed on, not the latest decode's guess
-        n_doubtful = sum(bool(u.stats.get("doubtful")) for u in self.updates)
-        doubtful = len(self.updates) >= 3 and n_doubtful > len(self.updates) / 2
+        doubtful = self.mostly_doubtful
         if doubtful:
             tail = []
         full = self._full_final() if self.final_full and not doubtful else None
@@ -274,6 +275,13 @@ class OnlineASRProcessor:
             self.committed.extend(tail)
         self.hyp.buffer = []
         return tail
+
+    @property
+    def mostly_doubtful(self) -> bool:
+        """At least 3 decodes of this utterance and most of them doubtful (failed the guards or the log-prob floor
+        even after their re-decodes: babble, music, noise the VAD took for speech)."""
+        n_doubtful = sum(bool(u.stats.get("doubtful")) for u in self.updates)
+        return len(self.updates) >= 3 and n_doubtful > len(self.updates) / 2
 
     def _remember(self, words: Sequence[Word]) -> None:
         self._last_full = [Word(w.start + self.buffer_time_offset, w.end + self.buffer_time_offset, w.text)

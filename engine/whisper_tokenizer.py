@@ -20,6 +20,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 N_BYTES = 256
+_warned: set[str] = set()
 
 
 def _pair(m) -> tuple[str, str]:
@@ -72,13 +73,15 @@ def repair_bpe_merges(data: dict) -> list[str]:
 
 def load_hf_tokenizer(model_dir: str | Path):
     """``tokenizers.Tokenizer`` from ``model_dir/tokenizer.json``, with missing BPE merges restored
-    (:func:`repair_bpe_merges`; logged once per load). Raises FileNotFoundError when there is no tokenizer.json."""
+    (:func:`repair_bpe_merges`; logged once per file and process). Raises FileNotFoundError when there is no
+    tokenizer.json."""
     import tokenizers
 
     path = Path(model_dir) / "tokenizer.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     fixed = repair_bpe_merges(data)
-    if fixed:
+    if fixed and str(path) not in _warned:
+        _warned.add(str(path))
         log.warning("%s lacks %d BPE merge(s) (%s): restored in memory", path, len(fixed), ", ".join(fixed[:3]))
     return tokenizers.Tokenizer.from_str(json.dumps(data))
 
