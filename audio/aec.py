@@ -13,6 +13,7 @@ Without the ``livekit`` package the canceller is a no-op that passes the microph
 from __future__ import annotations
 
 import threading
+from collections import deque
 
 import numpy as np
 
@@ -183,6 +184,16 @@ class BargeInDetector:
       While AEC3 converges (the first 1–3 s of far end it ever hears, longer with a wrong delay hint) echo leaks
       through it in bursts that pass the energy checks, so only the VAD path can fire then.
 
+    While AEC3 converges (the same ``warmup_s``) such a leak can also hold the VAD path's probability ≥ 0.5 for
+    0.1 s. The VAD path then also needs, among its candidate's chunks, one the far end does not explain (else the
+    candidate is dropped and the next chunk with p ≥ ``threshold`` starts a new one): a raw microphone chunk louder
+    than the echo envelope (the loudest 10 ms of far end in the last ``explain_lag_s``, held with a
+    ``reverb_decay_db_s`` decay) times the echo path's level ratio (the 90th percentile of raw level minus envelope
+    over the chunks heard with a strong far end, learnt only from chunks it explains) by more than
+    ``explain_margin_db``. The raw microphone holds the user on top of the echo, so a user well above the echo (a
+    talker nearer the microphone than the loudspeaker) passes at once; one near the echo's level is heard only once
+    the warm-up is over. Without raw samples the check is skipped.
+
     Why the second path: Silero needs 100–300 ms of a word before its probability reaches 0.5 (on the user's voice
     alone too: ``bench duplex``'s espeak voices, p90 ≈ 0.25–0.3 s), and AEC3's suppressor, which cuts the bands the
     echo dominates during double talk, lowers it further; the energy evidence is there from the first 32 ms.
@@ -204,7 +215,12 @@ class BargeInDetector:
             stream's noise floor (tracked per chunk: follows a drop at once, rises 0.05 dB a chunk).
         min_silence_s: silence after which a new barge-in can fire, s.
         warmup_s: double-talk path: audible far end (armed chunks, in all since the detector was made) needed
-            before it can fire, s. One detector per canceller: both start together.
+            before it can fire, s; the VAD path's echo-envelope check applies before it. One detector per
+            canceller: both start together.
+        explain_margin_db: the echo-envelope check's margin, dB; None turns the check off.
+        explain_lag_s: the far end counted in the envelope: played up to this long before the chunk, s (the
+            echo delay after the far end's play time may be anything up to it).
+        reverb_decay_db_s: the envelope's decay, dB/s (75: an RT60 of 0.8 s).
 
     Attributes:
         last: audio time (s) of the latest barge-in, or None.
@@ -214,10 +230,15 @@ class BargeInDetector:
 
     CHUNK = 512  # Silero chunk, samples at 16 kHz
     FLOOR_RISE_DB = 0.05  # noise-floor tracker: rise per chunk, dB
+    STRONG_FAR_DB = -45.0  # far-end envelope (dBFS) above which a chunk teaches the echo path's level ratio
+    HISTORY = 300  # strong-far-end chunks (9.6 s) whose level ratios are kept
+    MIN_RATIOS = 8  # such chunks needed before the envelope check can say "unexplained"
+    RATIO_PERCENTILE = 90  # the echo path's level ratio: this percentile of the ratios (the envelope is a max)
 
     def __init__(self, vad_path, on_barge_in, min_speech_s: float = 0.1, threshold: float = 0.5,
                  hold_s: float = 0.5, low_threshold: float = 0.15, max_suppression_db: float = 10.0,
-                 min_snr_db: float = 25.0, min_silence_s: float = 0.6, warmup_s: float = 3.0):
+                 min_snr_db: float = 25.0, min_silence_s: float = 0.6, warmup_s: float = 3.0,
+                 explain_margin_db: float = 6.0, explain_lag_s: float = 0.3, reverb_decay_db_s: float = 75.0):
         from .vad import StreamingVAD
 
         self.vad = StreamingVAD(vad_path, threshold=threshold)  # its probs() only: the state machine is below
@@ -231,6 +252,14 @@ class BargeInDetector:
         self.min_silence = max(1, int(np.ceil(min_silence_s * SR / self.CHUNK)))  # chunks
         self.warmup = int(np.ceil(warmup_s * SR / self.CHUNK))  # armed chunks
         self._armed_chunks = 0
+        self.explain_margin_db = explain_margin_db
+        self.explain_lag = explain_lag_s
+        self.decay = reverb_decay_db_s * self.CHUNK / SR  # dB per chunk
+        self._far: deque[tuple[float, float]] = deque()  # (start, microphone audio time s; mean square) per 10 ms
+        self._env: float | None = None  # echo envelope of the latest chunk, dBFS of the far end
+        self._ratios: deque[float] = deque(maxlen=self.HISTORY)  # raw mic dB − envelope dB, strong far end
+        self._raw_floor: float | None = None
+        self._unexplained = 0  # unexplained chunks in the VAD path's current candidate
         self.far_active_until = -1.0  # audio time (s) until which the far end counts as audible
         self.last: float | None = None  # audio time of the latest barge-in
         self.last_path: str | None = None
@@ -243,10 +272,43 @@ class BargeInDetector:
         self._cand: int | None = None  # VAD path: first chunk of the speech candidate
         self._silence = 0  # consecutive silent chunks while in speech
 
-    def far_level(self, samples: np.ndarray, t_now: float) -> None:
-        """Note a far-end block (float32, any rate) played at about ``t_now`` (microphone audio time, s)."""
-        if len(samples) and float(np.max(np.abs(samples))) > 1e-3:
+    def far_level(self, samples: np.ndarray, t_now: float, sample_rate: int = SR) -> None:
+        """Note a far-end block (float32 mono at ``sample_rate`` Hz) whose first sample plays at about ``t_now``
+        (microphone audio time, s): it arms the detector and its level per 10 ms is kept for the echo envelope."""
+        x = np.asarray(samples, np.float32).reshape(-1)
+        if len(x) and float(np.max(np.abs(x))) > 1e-3:
             self.far_active_until = t_now + self.hold
+        if self._armed_chunks >= self.warmup or self.explain_margin_db is None:
+            self._far.clear()
+            return  # the echo envelope serves the warm-up only
+        step = max(1, sample_rate // 100)
+        for i in range(0, len(x) - step + 1, step):
+            self._far.append((t_now + i / sample_rate, float(np.mean(np.square(x[i:i + step], dtype=np.float64)))))
+        while self._far and self._far[0][0] < t_now - self.explain_lag - 1.0:
+            self._far.popleft()
+
+    def _explained(self, raw_db: float, t_chunk_end: float) -> bool:
+        """Echo-envelope check of the raw microphone chunk (level ``raw_db``, dBFS) ending at ``t_chunk_end``
+        (microphone audio time, s).
+
+        The envelope is the loudest 10 ms of far end played in the ``explain_lag_s`` before the chunk (the echo
+        delay is not known, so any delay up to that is allowed), held and decaying at ``reverb_decay_db_s`` (the
+        room's tail). The echo path's level ratio is the 90th percentile of raw level − envelope over the chunks
+        heard with a strong far end so far, the first ``MIN_RATIOS`` of them and then those it explained. False
+        (unexplained) when the raw level exceeds envelope + ratio + ``explain_margin_db``, or when there is no far
+        end worth the name in the envelope; True while the ratio is not known yet."""
+        lo = t_chunk_end - self.CHUNK / SR - self.explain_lag
+        far = max((e for t, e in self._far if lo <= t < t_chunk_end), default=0.0)
+        far = 10.0 * float(np.log10(far + 1e-10))
+        self._env = far if self._env is None else max(far, self._env - self.decay)
+        env = self._env
+        known = len(self._ratios) >= self.MIN_RATIOS
+        explained = not known or raw_db <= env + float(np.percentile(self._ratios, self.RATIO_PERCENTILE)) + \
+            self.explain_margin_db
+        if explained and self._raw_floor is not None and env >= self.STRONG_FAR_DB and \
+                raw_db >= self._raw_floor + 10.0:
+            self._ratios.append(raw_db - env)  # learnt from the echo only: not from what it does not explain
+        return explained and env >= self.STRONG_FAR_DB - 20.0
 
     @staticmethod
     def _db(x: np.ndarray) -> float:
@@ -275,11 +337,18 @@ class BargeInDetector:
             self._raw = self._raw[n * self.CHUNK:]
         fired = False
         armed = t_end <= self.far_active_until
+        t_last = t_end - len(self._clean) / SR  # end of the last whole chunk
         for i, p in enumerate(self.vad.probs(chunks)):
             p = float(p)
             self.last_p = p
             ec = self._db(chunks[i])
             self._floor = ec if self._floor is None else min(ec, self._floor + self.FLOOR_RISE_DB)
+            converging = self._armed_chunks < self.warmup
+            explained = False
+            if raws is not None and self.explain_margin_db is not None and converging:
+                er = self._db(raws[i])
+                self._raw_floor = er if self._raw_floor is None else min(er, self._raw_floor + self.FLOOR_RISE_DB)
+                explained = self._explained(er, t_last - (n - 1 - i) * self.CHUNK / SR)
             double_talk = self._armed_chunks >= self.warmup and ec - self._floor >= self.min_snr_db and (
                 raws is None or self._db(raws[i]) - ec <= self.max_suppression_db)
             if armed:
@@ -292,10 +361,14 @@ class BargeInDetector:
                 # below threshold − 0.15, speech once it spans min_speech chunks
                 if p >= self.threshold:
                     if self._cand is None:
-                        self._cand = idx
+                        self._cand, self._unexplained = idx, 0
                 elif p < self.threshold - 0.15:
                     self._cand = None
+                if self._cand is not None and not explained:
+                    self._unexplained += 1
                 vad = self._cand is not None and p >= self.threshold and idx + 1 - self._cand >= self.min_speech
+                if vad and converging and armed and self.explain_margin_db is not None and self._unexplained == 0:
+                    vad, self._cand = False, None  # while AEC3 converges: leaked echo, the far end explains it
                 if vad or fast:
                     self._in_speech, self._cand, self._silence = True, None, 0
                     if armed and not fired:
@@ -341,7 +414,7 @@ class EchoCancelledSource:
         """``Player.reference`` sink: far end to the canceller (and the barge-in detector's arming)."""
         self.aec.on_played(samples, sample_rate, latency_s)
         if self.barge_in is not None:
-            self.barge_in.far_level(samples, self.t + latency_s)
+            self.barge_in.far_level(samples, self.t + latency_s, sample_rate)
 
     def close(self) -> None:
         self.source.close()

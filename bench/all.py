@@ -165,14 +165,17 @@ JOBS: tuple[Job, ...] = (
         about="spoken questions in real time through VAD → streaming ASR → answer → TTS, per answer method and "
               "first-piece rule (clause vs whole sentence)"),
     # -- duplex and long sessions ----------------------------------------------------------------------------------
-    Job("caption", "caption.json", _bench("caption", "--methods", "ar", "ssbd", "ssbd_mask"), 1500,
-        about="live captions on 65 spoken inputs, Qwen 1.5B: AR re-translation, SSBD, SSBD + display-only mask-3 "
-              "(answers vs translations, chrF, NE, latency)"),
+    Job("caption", "caption.json", _bench("caption", "--methods", "ar", "ssbd"), 2700,
+        about="live captions on 100 spoken inputs, Qwen 1.5B: AR re-translation and SSBD, SSBD shown with every "
+              "display-only mask-k (chosen on the validation split; answers vs translations, chrF, NE, latency)"),
     Job("caption-0.5b", "caption_qwen0.5b.json",
         _bench("caption", "--methods", "ar", "ssbd", "ssbd_mask", "ssbd_mask5", "--set", "caption.model_role=llm_draft"),
         1500, about="the same with the 0.5B LLM, plus display-only mask-5"),
     Job("duplex", "duplex.json", _bench("duplex"), 600,
         about="echo cancellation, barge-in and end of turn on simulated rooms (audio time)"),
+    Job("duplex-seeds", "duplex_seeds.json",
+        _bench("duplex", "--only", "echo", "--no-wer", "--seed", "1", "--extra-seeds", "2,3"), 600,
+        about="the duplex benchmark's barge-in part on three more seeds of its generator (audio time)"),
     Job("soak", "soak.json", _bench("soak", "--minutes", "60", "--speed", "1"), 3700,
         about="an hour of speech through the live transcription pipeline: RSS, queues, latency per 10 min"),
 )

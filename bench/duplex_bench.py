@@ -11,7 +11,8 @@ live loop would: WebRTC APM (``audio.aec.EchoCanceller``, 10 ms frames, far end 
 microphone, plus a barge-in VAD on the cleaned microphone (the same Silero model and threshold, minimum speech
 ``--barge-min-speech``, 0.1 s, instead of 0.25 s), and the app's barge-in detector (``audio.aec.BargeInDetector``
 built from the ``[duplex]`` defaults: that VAD rule, or at once a chunk with Silero p ≥ 0.15 that the canceller left
-within 10 dB of the raw microphone and ≥ 25 dB above the cleaned noise floor, once 3 s of far end were heard).
+within 10 dB of the raw microphone and ≥ 25 dB above the cleaned noise floor, once 3 s of far end were heard; before
+that, the VAD rule also needs a raw-microphone chunk the far end's echo envelope does not explain).
 A barge-in is a detection raised while the assistant's audio (plus its echo tail, 0.3 s) is audible. When a
 barge-in detector detects the user, playback stops 50 ms later (one output callback) — the far end and its echo are
 cut there, as ``Player.stop`` would. Each of the two barge-in detectors has its own playback path (its own APM, its
@@ -19,7 +20,7 @@ own stop), so each one's latency and false barge-ins are those it would have in 
 to the barge-in VAD's path.
 
     * false barge-ins: starts during echo-only answers (and before the user's onset in interrupted ones), per answer,
-      raw mic vs cleaned mic; the first answer of each session (APM not yet converged) also reported alone.
+      raw mic vs cleaned mic; those in the first answer of each session (APM not yet converged) also counted alone.
     * true barge-in detection latency: audio time from the user's speech onset to the start event (cleaned mic).
     * WER of the user's interruption (faster-whisper Whisper base, greedy, Whisper English normalisation), on the
       user's audio alone, on the raw mic and on the cleaned mic, for the interruption as played (the assistant stops
@@ -41,7 +42,9 @@ Piper's noise is sampled inside its ONNX graph from one seeded sequence, so part
 ran before it in the same process: compare runs made with the same ``--only``.
 
 Run: ``python -m bench.duplex_bench [--sessions 10 --answers 9 --turns 60] [--out FILE]`` (defaults: ≥ 60 echo-only
-answers, 30 interruptions, 60 turns). JSON out.
+answers, 30 interruptions, 60 turns). JSON out. ``--extra-seeds 2,3`` repeats part A (without WER) on more seeds
+of the same generator and reports each and all pooled (``echo_seeds``): false barge-ins are rare events that a
+single seed may or may not contain.
 """
 
 from __future__ import annotations
@@ -69,7 +72,9 @@ DETECTORS = {"raw": "project VAD (defaults) on the raw microphone",
              "barge_dtd": "audio.aec.BargeInDetector as the app builds it ([duplex] defaults): the VAD rule above or, "
                           "at once, Silero p >= 0.15 on a chunk the canceller left within 10 dB of the raw mic and "
                           ">= 25 dB over the cleaned floor (double talk; only after 3 s of far end in the session); "
-                          "on its own playback path (own APM), its barge-in stops that playback"}
+                          "during those first 3 s the VAD rule also needs a raw-mic chunk louder than the far end's "
+                          "echo envelope explains; on its own playback path (own APM), its barge-in stops that "
+                          "playback"}
 STOPPING = ("clean_barge", "barge_dtd")  # detectors that stop the playback of their own path
 
 INTERRUPTIONS = [
@@ -308,34 +313,42 @@ def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_eve
                                     "headphones_clean": phones_out[s0:s1]}
             episodes.append(ep)
             t0 += n / SR
-    echo_only = [e for e in episodes if not e["interrupt"]]
     inter = [e for e in episodes if e["interrupt"]]
-    later = [e for e in episodes if not e["first_in_session"]]
     res = {
-        "answers_echo_only": len(echo_only), "answers_interrupted": len(inter),
-        "false_barge_ins": {
-            name: {"answers_with_false_barge_in": sum(1 for e in episodes if e[f"false_{name}"] > 0),
-                   "total_starts": sum(e[f"false_{name}"] for e in episodes),
-                   "per_answer": round(sum(e[f"false_{name}"] for e in episodes) / max(1, len(episodes)), 3),
-                   "echo_only_answers_with_false_barge_in": sum(1 for e in echo_only if e[f"false_{name}"] > 0),
-                   "after_first_answer_of_session": sum(e[f"false_{name}"] for e in later)}
-            for name in DETECTORS},
-        "true_barge_in": {},
+        **barge_in_summary(episodes),
         "barge_in_min_speech_s": barge_min_speech_s, "barge_in_threshold": barge_threshold,
         "barge_dtd": {"min_speech_s": dcfg.barge_in_min_speech_s, "threshold": dcfg.barge_in_threshold,
                       "low_threshold": dtd.low_threshold, "max_suppression_db": dtd.max_suppression_db,
                       "min_snr_db": dtd.min_snr_db, "warmup_s": round(dtd.warmup * dtd.CHUNK / SR, 3),
-                      "hold_s": dtd.hold},
+                      "hold_s": dtd.hold, "explain_margin_db": dtd.explain_margin_db,
+                      "explain_lag_s": dtd.explain_lag, "reverb_decay_db_s": round(dtd.decay * SR / dtd.CHUNK, 1)},
         "detectors": DETECTORS,
     }
-    for name in DETECTORS:
-        lat = [e[f"latency_{name}_s"] for e in inter if e[f"latency_{name}_s"] is not None]
-        res["true_barge_in"][name] = {"detected": len(lat), "of": len(inter), "latency_p50_s": pct(lat, 50),
-                                      "latency_p90_s": pct(lat, 90), "latency_max_s": pct(lat, 100)}
     if wer and inter:
         res["wer_double_talk"] = wer_table(voices, inter)
     res["sessions"] = sessions
     res["episodes"] = [{k: v for k, v in e.items() if not k.startswith("_")} for e in episodes]
+    return res
+
+
+def barge_in_summary(episodes: list[dict]) -> dict:
+    """False barge-ins and true barge-in latencies per detector over part A episodes (any number of seeds)."""
+    echo_only = [e for e in episodes if not e["interrupt"]]
+    inter = [e for e in episodes if e["interrupt"]]
+    first = [e for e in episodes if e["first_in_session"]]
+    res = {"answers_echo_only": len(echo_only), "answers_interrupted": len(inter), "false_barge_ins": {},
+           "true_barge_in": {}}
+    for name in DETECTORS:
+        res["false_barge_ins"][name] = {
+            "answers_with_false_barge_in": sum(1 for e in episodes if e[f"false_{name}"] > 0),
+            "total_starts": sum(e[f"false_{name}"] for e in episodes),
+            "per_answer": round(sum(e[f"false_{name}"] for e in episodes) / max(1, len(episodes)), 3),
+            "echo_only_answers_with_false_barge_in": sum(1 for e in echo_only if e[f"false_{name}"] > 0),
+            "in_first_answer_of_session": sum(e[f"false_{name}"] for e in first),
+            "after_first_answer_of_session": sum(e[f"false_{name}"] for e in episodes if not e["first_in_session"])}
+        lat = [e[f"latency_{name}_s"] for e in inter if e[f"latency_{name}_s"] is not None]
+        res["true_barge_in"][name] = {"detected": len(lat), "of": len(inter), "latency_p50_s": pct(lat, 50),
+                                      "latency_p90_s": pct(lat, 90), "latency_max_s": pct(lat, 100)}
     return res
 
 
@@ -474,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-wer", action="store_true", help="skip the Whisper-base WER of the interruptions")
     ap.add_argument("--only", choices=["echo", "turn"], help="run one part")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--extra-seeds", default="",
+                    help="part A again on these seeds (comma-separated; no WER), reported per seed and pooled "
+                         "with --seed's under echo_seeds")
     ap.add_argument("--out", default=str(HERE / "results" / "duplex.json"))
     a = ap.parse_args(argv)
 
@@ -493,6 +509,22 @@ def main(argv: list[str] | None = None) -> int:
         sil = [float(s) for s in a.vad_only_silences.split(",") if s]
         out["turn"] = part_b(voices, vad_path, a.turns, np.random.default_rng(a.seed + 1), random.Random(a.seed + 1),
                              sil, a.hard_limit, a.turn_threshold)
+    extra = [int(x) for x in a.extra_seeds.split(",") if x.strip()]
+    if a.only != "turn" and extra:
+        per_seed = [{"seed": a.seed, **barge_in_summary(out["echo"]["episodes"])}]
+        pooled = [dict(e, seed=a.seed) for e in out["echo"]["episodes"]]
+        for sd in extra:
+            # a fresh Voices per seed: its Piper noise sequence starts from that seed, as in a run with --seed sd
+            r = part_a(Voices(seed=sd), vad_path, a.sessions, a.answers, a.interrupt_every, False,
+                       np.random.default_rng(sd), random.Random(sd), a.barge_min_speech, a.barge_threshold)
+            per_seed.append({"seed": sd, **{k: r[k] for k in ("answers_echo_only", "answers_interrupted",
+                                                               "false_barge_ins", "true_barge_in")},
+                             "sessions": r["sessions"], "episodes": r["episodes"]})
+            pooled += [dict(e, seed=sd) for e in r["episodes"]]
+        out["echo_seeds"] = {"seeds": [a.seed, *extra], "pooled": barge_in_summary(pooled), "per_seed": per_seed,
+                             "note": "part A on each seed (the first is the echo section's run; WER on it only); "
+                                     "pooled: all seeds' episodes together"}
+        out["echo_seeds"]["per_seed"][0].pop("episodes", None)  # the first seed's are in echo.episodes
     out["wall_s"] = round(time.perf_counter() - t_wall, 1)
     p = Path(a.out)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -500,6 +532,10 @@ def main(argv: list[str] | None = None) -> int:
     brief = {k: v for k, v in out.items() if k not in ("echo", "turn")}
     if "echo" in out:
         brief["echo"] = {k: v for k, v in out["echo"].items() if k != "episodes"}
+    if "echo_seeds" in out:
+        brief["echo_seeds"] = {"seeds": out["echo_seeds"]["seeds"], "pooled": out["echo_seeds"]["pooled"],
+                               "per_seed": [{k: v for k, v in r.items() if k not in ("episodes", "sessions")}
+                                            for r in out["echo_seeds"]["per_seed"]]}
     if "turn" in out:
         brief["turn"] = {k: v for k, v in out["turn"].items() if k != "per_turn"}
     print(json.dumps(brief, indent=1))

@@ -504,7 +504,11 @@ def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, sma
     """The GUI's duplex wiring on real models (ASR, VAD, LLM, Piper, WebRTC APM, Smart Turn): the answer plays on a
     (simulated) loudspeaker whose echo reaches the microphone. The microphone is echo-cancelled, so the assistant's
     own voice neither starts an utterance nor interrupts it; the user's interruption stops it (barge-in on the
-    capture thread), the window shows who is talking, and the latency panel shows the end-of-turn decision."""
+    capture thread), the window shows who is talking, and the latency panel shows the end-of-turn decision.
+
+    The interruption comes 1.2 s into the session's first answer, while AEC3 is still converging: then the
+    barge-in detector takes only speech well above the echo, so the loudspeaker is set farther from the
+    microphone than the user (echo gain 0.2 instead of 0.5)."""
     import threading
 
     import numpy as np
@@ -519,7 +523,7 @@ def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, sma
     question = question * (0.4 / np.abs(question).max())
     stop_it = resample(tts.synthesize("Hold on, can you repeat the last part?"), tts.sample_rate, 16000)
     stop_it = stop_it * (0.4 / np.abs(stop_it).max())
-    room = SimulatedRoom(question.astype(np.float32), stop_it.astype(np.float32))
+    room = SimulatedRoom(question.astype(np.float32), stop_it.astype(np.float32), gain=0.2)
 
     gui_threads = set()
 

@@ -222,3 +222,36 @@ def test_barge_in_detector_checks_raw_alignment(runtime):
     det = BargeInDetector(runtime.model("vad").path, lambda t: None)
     with pytest.raises(ValueError):
         det(np.zeros(480, np.float32), 0.03, np.zeros(481, np.float32))
+
+
+def test_while_the_canceller_converges_echo_the_far_end_explains_does_not_barge_in(runtime, jfk_audio, piper):
+    """The first seconds of far end, before AEC3 has converged, in the worst case of a canceller that removes
+    nothing (the detector is handed the raw microphone as the cleaned one): the VAD rule alone takes the echo for
+    the user, the echo-envelope check holds it back (loud and quiet rooms); a user well above the echo (peak 0.4
+    over an echo path of gain 0.2) is still detected within 0.3 s of the onset."""
+    from audio.aec import BargeInDetector
+    from bench.duplex_bench import speech_span
+
+    far = jfk_audio[: int(2.9 * SR)].astype(np.float32)  # within the 3 s warm-up (armed time includes the hold)
+    far *= 0.5 / np.abs(far).max()
+    user = piper("Hold on, can you repeat the last part?")
+    user *= 0.4 / np.abs(user).max()
+    u0 = int(1.2 * SR)
+    onset = u0 / SR + speech_span(user)[0]
+
+    def run(mic, **kw):
+        fired = []
+        det = BargeInDetector(runtime.model("vad").path, fired.append, **kw)
+        for i in range(0, len(mic) - 479, 480):
+            det.far_level(far[i:i + 480], i / SR)
+            det(mic[i:i + 480], (i + 480) / SR, mic[i:i + 480])
+        return fired
+
+    for gain in (0.2, 0.8):
+        echo = echo_path(far, delay_ms=70, gain=gain, seed=4)
+        assert run(echo, explain_margin_db=None), f"gain {gain}: the VAD rule alone should fire on the echo"
+        assert run(echo) == [], f"gain {gain}"
+    talk = echo_path(far, delay_ms=70, gain=0.2, seed=4)
+    talk[u0:] += user[: len(talk) - u0]
+    fired = run(talk)
+    assert fired and onset <= fired[0] <= onset + 0.3, (onset, fired)
