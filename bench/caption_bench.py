@@ -3,9 +3,11 @@
 
 Methods (ssbd_live_translation.txt): ``ar`` — AR re-translation from scratch, every update shown whole;
 ``ssbd`` — SSBD (Algorithm 1, β of Eq. 5 from the config), shown whole; ``ssbd_mask`` — SSBD with display-only
-mask-k (``caption.mask_k`` tokens hidden until the source is final). Methods run one after the other, each as one
-session over all files (its translator, and so its cached prompt prefix, kept across files; the first file is
-played once untimed before). The translator is built by
+mask-k (``caption.mask_k`` tokens hidden until the source is final). Display-only mask-k changes only what is
+shown, so every SSBD run is also reported as ``<run>_display_mask<k>`` for k = 0…8, recomputed from the tokens of
+the updates it showed (exact for that run: NE and first caption; translations and latencies are the run's).
+Methods run one after the other, each as one session over all files (its translator, and so its cached prompt
+prefix, kept across files; the first file is played once untimed before). The translator is built by
 :func:`engine.runtime.build_translator` and wrapped by :func:`engine.caption.guarded`, the job policy is
 :class:`engine.caption.CaptionLoop` (every final in order, then only the newest partial).
 
@@ -23,10 +25,12 @@ answer cue of :class:`engine.caption.FidelityGuard` (opener, question mark lost/
 sentences, length ratio). Keywords exist for German only; for French/Spanish the count uses the cues alone.
 
 Inputs (``bench/data/caption``, made by ``--make-data``): 50 spoken questions and commands (30 MT-Bench first
-turns, Zheng et al. 2023, Apache-2.0; 20 voice-assistant requests written here) and 15 Multi30k test-2016
+turns, Zheng et al. 2023, Apache-2.0; 20 voice-assistant requests written here) and 50 Multi30k test-2016
 sentences (Elliott et al. 2016) with their German human references, spoken by the Piper voice at three rates and
-by espeak-ng voices; ``items.json`` holds text, reference, keywords, voice and source of each file. Extra
-WAV/FLAC files can be given; they get no reference.
+by espeak-ng voices; ``items.json`` holds text, reference, keywords, voice, source and split of each file. Split:
+every third item of each kind is *validation* (35 files: display-only mask-k is chosen there, :data:`MASK_RULE`),
+the rest *test* (65 files, 33 with references); the report gives every method on all files and per split. Extra
+WAV/FLAC files can be given; they get no reference and no split.
 
 Run: ``specvoice bench caption [FILES] --to de --out bench/results/caption.json``
 """
@@ -114,6 +118,9 @@ VOICE_REQUESTS = [  # written for this benchmark: what people say to a voice ass
     ("Summarize the news of the day in three sentences.", [["nachricht", "news"], ["drei", "3"], ["sätze", "satz"]]),
 ]
 M30K_LINES = list(range(100, 1000, 60))  # 15 lines of test 2016
+# 35 more lines of test 2016 (added after the first 65 files, so those stay as they were)
+M30K_MORE = list(range(130, 1000, 60)) + list(range(115, 1000, 60)) + list(range(145, 400, 60))
+VAL_EVERY = 3  # every third item of each kind is validation (choosing mask-k), the rest is test
 SPEAKERS = [("piper", {"length_scale": 0.9}), ("piper", {"length_scale": 1.0}), ("piper", {"length_scale": 1.15}),
             ("espeak", {"voice": "en-us", "rate": 165, "pitch": 50}),
             ("espeak", {"voice": "en-gb", "rate": 155, "pitch": 40})]
@@ -145,19 +152,34 @@ def make_items() -> list[dict]:
     for it in items:
         kind, kw = rng.choice(SPEAKERS)
         it["voice"] = {"engine": kind, **kw}
+    rng = random.Random(2211)
+    for i in M30K_MORE:
+        kind, kw = rng.choice(SPEAKERS)
+        items.append({"id": f"m30k{i:04d}", "kind": "sentence", "text": en[i], "reference_de": de[i],
+                      "keywords_de": None,
+                      "source": f"Multi30k test 2016 line {i + 1}, German human reference (Elliott et al. 2016)",
+                      "voice": {"engine": kind, **kw}})
+    seen: dict[str, int] = {}
+    for it in items:
+        n = seen[it["kind"]] = seen.get(it["kind"], -1) + 1
+        it["split"] = "val" if n % VAL_EVERY == 0 else "test"
     return items
 
 
 def make_data(out: Path = DATA) -> None:
-    """Synthesise every item to ``out/<id>.flac`` (16 kHz) and write ``out/items.json``."""
-    import soundfile as sf
-
+    """Synthesise every item missing in ``out`` to ``out/<id>.flac`` (16 kHz) and write ``out/items.json``."""
     from bench.make_speech import Voices
+
+    import soundfile as sf
 
     out.mkdir(parents=True, exist_ok=True)
     items = make_items()
     v = Voices()
     for it in items:
+        f = out / f"{it['id']}.flac"
+        if f.exists():  # made before (the voices' noise is seeded per run; a file is never remade)
+            it["file"], it["duration_s"] = f.name, round(sf.info(f).frames / 16000, 2)
+            continue
         kw = {k: x for k, x in it["voice"].items() if k != "engine"}
         a = v.say(it["text"], (it["voice"]["engine"], kw))
         a = np.concatenate([np.zeros(4000, np.float32), a.astype(np.float32), np.zeros(4000, np.float32)])
@@ -233,6 +255,7 @@ def run_one(rt, cfg, audio: np.ndarray, tr) -> dict:
             m = marks.setdefault(utt, {"shown": []})
             shown = update.text if update.final else update.stable_text
             m["shown"].append(shown)
+            m.setdefault("updates_seen", []).append((now, list(update.tokens), update.final, update.text))
             if shown.strip():
                 m.setdefault("first_caption", now)
             if update.final:
@@ -266,6 +289,7 @@ def run_one(rt, cfg, audio: np.ndarray, tr) -> dict:
         m = marks[u]
         rows.append({"transcript": m.get("transcript", ""), "caption": m["caption"],
                      "ne": _r(normalized_erasure(m["shown"]), 4), "updates": len(m["shown"]),
+                     **display_variants(tr.lm, m.get("updates_seen", []), m.get("start")),
                      "eos_to_final_caption_s": _r(m["final_caption"] - m["eos"]) if "eos" in m else None,
                      "final_transcript_to_caption_s": _r(m["final_caption"] - m["final"]) if "final" in m else None,
                      "eos_to_final_transcript_s": _r(m["final"] - m["eos"]) if "final" in m and "eos" in m else None,
@@ -279,12 +303,33 @@ def run_one(rt, cfg, audio: np.ndarray, tr) -> dict:
             "errors": errors}
 
 
-def summarise(rows: list[dict], items: dict, target: str) -> dict:
+MASK_KS = tuple(range(0, 9))  # display-only mask-k values recomputed from each run's updates
+
+
+def display_variants(lm, seen: list[tuple], start: float | None) -> dict:
+    """What display-only mask-k would have shown for each k of :data:`MASK_KS`, from the updates the run showed
+    (wall time, tokens, final, text): display-only mask-k changes only what is shown, never the translation, so
+    the NE (Eq. 4) and first-caption latency of every k are exact for the same run. Keys ``ne_k`` and
+    ``first_caption_s_k`` ({k: value})."""
+    from engine.ssbd import mask_tail, normalized_erasure
+
+    ne, first = {}, {}
+    for k in MASK_KS:
+        shown = [(t, text if final else mask_tail(lm, toks, k)[0]) for t, toks, final, text in seen]
+        ne[k] = _r(normalized_erasure([x for _, x in shown]), 4)
+        ts = [t for t, x in shown if x.strip()]
+        first[k] = _r(ts[0] - start) if ts and start is not None else None
+    return {"ne_k": ne, "first_caption_s_k": first}
+
+
+def summarise(rows: list[dict], items: dict, target: str, mask_k: int | None = None) -> dict:
     import sacrebleu
 
     ok = [r for r in rows if r["utterances"]]
     with_ref = [r for r in ok if items.get(r["file"], {}).get("reference_de") and target.lower() in ("de", "german")]
     u = [x for r in ok for x in r["utterances"]]
+    if mask_k is not None:  # the same run shown with display-only mask-k (display_variants)
+        u = [{**x, "ne": x["ne_k"][mask_k], "first_caption_s": x["first_caption_s_k"][mask_k]} for x in u]
     ans = [r for r in ok if r["answers"]]
     return {"files": len(rows), "captioned": len(ok),
             "chrf": _r(sacrebleu.corpus_chrf([r["caption"] for r in with_ref],
@@ -305,6 +350,40 @@ def summarise(rows: list[dict], items: dict, target: str) -> dict:
             "answers_among_questions_commands": sum(items.get(r["file"], {}).get("kind") in ("question", "command")
                                                     for r in ans),
             "answer_files": [r["file"] for r in ans]}
+
+
+def summaries(results: dict[str, list[dict]], items: dict, target: str) -> dict:
+    """Per run method a :func:`summarise`; for an SSBD run also ``<method>_display_mask<k>`` for every k of
+    :data:`MASK_KS` (the same run shown with display-only mask-k, :func:`display_variants`); NE and chrF against
+    the AR run's (``ne_vs_ar``, ``chrf_minus_ar``)."""
+    out = {}
+    for m, rows in results.items():
+        out[m] = summarise(rows, items, target)
+        if METHODS.get(m, {}).get("method") == "ssbd" and rows:
+            for k in MASK_KS:
+                out[f"{m}_display_mask{k}"] = summarise(rows, items, target, mask_k=k)
+    ar = out.get("ar")
+    if ar:
+        for m, s in out.items():
+            if m != "ar" and ar["ne_mean"]:
+                s["ne_vs_ar"] = _r(s["ne_mean"] / ar["ne_mean"], 3) if s["ne_mean"] is not None else None
+            if m != "ar" and ar["chrf"] is not None and s["chrf"] is not None:
+                s["chrf_minus_ar"] = _r(s["chrf"] - ar["chrf"], 2)
+    return out
+
+
+MASK_RULE = "the smallest k whose validation NE is at most 0.2 × AR's (else the k with the lowest NE)"
+
+
+def choose_mask_k(val: dict, run: str = "ssbd") -> dict:
+    """Display-only mask-k chosen on the validation split (:data:`MASK_RULE`) from the ``run`` method's
+    display variants."""
+    ratios = {k: val.get(f"{run}_display_mask{k}", {}).get("ne_vs_ar") for k in MASK_KS}
+    ratios = {k: r for k, r in ratios.items() if r is not None}
+    if not ratios:
+        return {"rule": MASK_RULE, "chosen": None, "val_ne_vs_ar": {}}
+    ok = [k for k, r in ratios.items() if r <= 0.2]
+    return {"rule": MASK_RULE, "chosen": min(ok) if ok else min(ratios, key=ratios.get), "val_ne_vs_ar": ratios}
 
 
 def expand(inputs: list[str]) -> list[Path]:
@@ -328,7 +407,8 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(prog="specvoice bench caption", description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="*", help="English speech (WAV/FLAC files or folders; default bench/data/caption)")
-    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    p.add_argument("--methods", nargs="+", default=["ar", "ssbd"], choices=list(METHODS),
+                   help="runs (an SSBD run is also reported with every display-only mask-k of MASK_KS)")
     p.add_argument("--to", default=None, help="target language (default: caption.target_language)")
     p.add_argument("--n", type=int, default=0, help="use the first N files (0 = all)")
     p.add_argument("--make-data", action="store_true", help="synthesise bench/data/caption and exit")
@@ -376,23 +456,30 @@ def main(argv=None) -> int:
             print(f"[{meth}] {f.name}: {r['caption'][:70]!r} EOS→caption "
                   f"{[x['eos_to_final_caption_s'] for x in u]} NE {[x['ne'] for x in u]} guard {r['guard_triggers']}"
                   + (" ANSWER" if r["answers"] else "") + (f" ERR {r['errors']}" if r["errors"] else ""), flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"benchmark": "caption", "runs": results}, ensure_ascii=False), encoding="utf-8")
     report = {"benchmark": "caption", "target_language": language_name(target),
               "files": [str(f) for f in audios], "asr_method": cfg.asr.method,
               "llm": str(rt.model(cfg.caption.model_role).path), "beta": cfg.caption.beta,
               "mask_k": cfg.caption.mask_k, "answer_rule": answers_instead.__doc__.split("\n")[0],
-              "methods": {m: summarise(rows, items, target) for m, rows in results.items()}}
-    if "ar" in report["methods"]:
-        ar = report["methods"]["ar"]
-        for m, s in report["methods"].items():
-            if m != "ar" and ar["ne_mean"]:
-                s["ne_vs_ar"] = _r(s["ne_mean"] / ar["ne_mean"], 3) if s["ne_mean"] is not None else None
-            if m != "ar" and ar["chrf"] is not None and s["chrf"] is not None:
-                s["chrf_minus_ar"] = _r(s["chrf"] - ar["chrf"], 2)
+              "methods": summaries(results, items, target)}
+    split_of = {f.name: (items.get(f.name) or {}).get("split") for f in audios}
+    splits = {sp: {m: [r for r in rows if split_of.get(r["file"]) == sp] for m, rows in results.items()}
+              for sp in ("val", "test") if any(v == sp for v in split_of.values())}
+    report["splits"] = {sp: summaries(res, items, target) for sp, res in splits.items()}
+    ssbd_runs = [m for m in results if METHODS[m]["method"] == "ssbd"]
+    if "val" in report["splits"] and ssbd_runs:
+        report["mask_k_choice"] = choose_mask_k(report["splits"]["val"], ssbd_runs[0])
     report["runs"] = results
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-    print(json.dumps(report["methods"], indent=1, ensure_ascii=False))
+    keys = ("chrf", "chrf_minus_ar", "ne_mean", "ne_vs_ar", "final_transcript_to_caption_s_p50",
+            "final_transcript_to_caption_s_p90", "eos_to_final_caption_s_p90", "first_caption_s_p50",
+            "guard_triggers", "answers_instead_of_translating")
+    for sp, ms in [("all", report["methods"]), *report["splits"].items()]:
+        for m, x in ms.items():
+            print(sp, m, {k: x.get(k) for k in keys})
+    print("mask-k choice:", report.get("mask_k_choice"))
     print(f"wrote {out}")
     return 0
 

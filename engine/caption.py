@@ -16,7 +16,8 @@ Framing (``frame``): the source is *data to translate*, not a message to the ass
 
 :class:`FidelityGuard` checks a final caption against its source: length ratio (characters), target-language
 check (stop words and letters of de/fr/es vs English), and cues that it answers instead of translating (question
-mark lost or invented, answer openers, markdown or line breaks, numbers of the source missing or invented, more
+mark lost or invented, answer openers, markdown or line breaks, numbers of the source missing (a digit 0–20 may be
+written out in the target language) or invented, more
 sentences than the source, a trailing "..."). :class:`GuardedTranslator` wraps any live translator (SSBD or AR):
 a final caption that fails is re-translated once with AR in the ``guard`` frame, and the event is counted and
 kept; a trailing continuation mark is cut from the SSBD draft before verification (:func:`trim_continuation`).
@@ -175,7 +176,7 @@ LETTERS = {"de": "äöüß", "fr": "éèêàçùœâîôë", "es": "ñ¿¡áíó
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?", re.UNICODE)
 # openers of a reply (not of a translation), per language; English covers an untranslated answer
 ANSWER_OPENERS = {
-    "en": r"(sure|certainly|of course|absolutely|yes|no|here is|here are|here's|i am|i'm|i can|i cannot|i can't|"
+    "en": r"(sure|certainly|of course|absolutely|yes|no|here is|here are|here's|i am|i'm|i can|i cannot|i can't|i'll|i will|"
           r"i'd|i would|as an ai|sorry|unfortunately|the current time|it is currently|hello! how can i)\b",
     "de": r"(natürlich|gerne|gern|sicher[,!]|klar[,!]|ja[,!]|nein[,!]|hier (ist|sind)|ich bin|ich kann|ich habe|"
           r"ich werde|ich würde|es tut mir leid|leider|entschuldigung|als (ki|künstliche)|die aktuelle|"
@@ -191,6 +192,34 @@ _TRAILING_DOTS = re.compile(r"(\.\.+|…)\W*$")
 _NUMBER_WORDS = re.compile(r"\b(zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|"
                            r"twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|"
                            r"half|quarter|dozen|first|second|third|once|twice)\b")
+
+
+#: number words 0–20 per language: a digit of the source may be written out in the caption ("5" → "fünf")
+NUMBER_WORDS = {
+    "en": "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+          "seventeen eighteen nineteen twenty",
+    "de": "null eins zwei drei vier fünf sechs sieben acht neun zehn elf zwölf dreizehn vierzehn fünfzehn sechzehn "
+          "siebzehn achtzehn neunzehn zwanzig",
+    "fr": "zéro un deux trois quatre cinq six sept huit neuf dix onze douze treize quatorze quinze seize dix-sept "
+          "dix-huit dix-neuf vingt",
+    "es": "cero uno dos tres cuatro cinco seis siete ocho nueve diez once doce trece catorce quince dieciséis "
+          "diecisiete dieciocho diecinueve veinte",
+}
+_ALT_NUMBER = {"de": {"1": ("ein", "eine", "einen", "einem", "einer")}, "fr": {"1": ("une",)},
+               "es": {"1": ("un", "una")}}
+
+
+def number_kept(number: str, caption: str, code: str) -> bool:
+    """Whether the source's ``number`` (digits) is in ``caption`` as digits or, for 0–20, as a number word of the
+    caption's language ``code`` or of English (word-bounded, case-insensitive)."""
+    if number in caption:
+        return True
+    if not number.isdigit() or int(number) > 20:
+        return False
+    low = caption.lower()
+    forms = [NUMBER_WORDS[c].split()[int(number)] for c in ("en", code) if c in NUMBER_WORDS]
+    forms += list(_ALT_NUMBER.get(code, {}).get(str(int(number)), ()))
+    return any(re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", low) for f in forms)
 
 
 def language_scores(text: str) -> dict[str, int]:
@@ -277,7 +306,7 @@ class FidelityGuard:
         elif "\n" in cap and "\n" not in src:
             reasons.append("line_breaks")  # e.g. a poem written instead of the request translated
         nums = re.findall(r"\d+", src)
-        if nums and sum(n in cap for n in nums) < len(nums) / 2:
+        if nums and sum(number_kept(n, cap, self.code) for n in nums) < len(nums) / 2:
             reasons.append("numbers_missing")
         if re.search(r"\d", cap) and not nums and not _NUMBER_WORDS.search(src_low):
             reasons.append("numbers_invented")
@@ -331,12 +360,15 @@ class GuardedTranslator:
     def reset(self) -> None:
         self.inner.reset()
 
-    def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None):
+    def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None, pause=None):
         """One update (see :meth:`engine.ssbd.SSBDTranslator.translate_ssbd`); a final one is guarded."""
         prev = getattr(self.inner, "prev", None)
         if prev:
             self.inner.prev = trim_continuation(self.inner.lm, prev)
-        u = self.inner.translate_ssbd(source, final=final, cancel=cancel)
+        if pause is None:
+            u = self.inner.translate_ssbd(source, final=final, cancel=cancel)
+        else:
+            u = self.inner.translate_ssbd(source, final=final, cancel=cancel, pause=pause)
         if not final:
             return u
         v = self.guard.check(source, u.text)
@@ -377,15 +409,21 @@ class CaptionLoop:
     newest partial (older partials are stale and replaced); the translator is reset at each new utterance. A final
     transcript cancels the partial translation in flight (its update is not shown), so the final caption does not
     wait for a stale partial — unless that partial is the final's own text (the ASR's decode at the pause usually
-    is): then it runs on, and the final reuses its output (:func:`engine.ssbd.reuse_final`).
+    is): then it runs on, and the final reuses its output (:func:`engine.ssbd.reuse_final`). The end of speech
+    (``SpeechEnded``) already cancels an older partial in flight when a newer one of the utterance waits: the last
+    partial, usually the final's text, starts while the ASR still decodes the final transcript.
+
+    CPU sharing (engine.cpu): while the utterance is spoken, a partial update waits out every streaming-ASR decode
+    before each forward pass (``yield_to_asr``); after its end of speech and for finals it never waits.
 
     Args:
         translator: a live translator (``translate_ssbd``, ``reset``), e.g. :func:`guarded` SSBD.
         on_caption: called as ``on_caption(utterance, update, wall)`` after each update (on the caption thread);
             ``wall`` is the ``time.monotonic()`` the update's transcript event was received.
+        yield_to_asr: partial updates of an utterance still spoken pause during ASR decodes.
     """
 
-    def __init__(self, translator, on_caption):
+    def __init__(self, translator, on_caption, yield_to_asr: bool = True):
         import collections
 
         self.translator = translator
@@ -398,17 +436,26 @@ class CaptionLoop:
         self._utt = None
         self._running = None  # (utterance, text) of the partial being translated
         self._cancel = threading.Event()
-        self.cancelled = 0  # partial translations cut short by a final transcript
+        self._ended: set = set()  # utterances whose end of speech was seen
+        self.yield_to_asr = yield_to_asr
+        self.cancelled = 0  # partial translations cut short by a final transcript or the end of speech
         self._thread = threading.Thread(target=self._run, name="caption", daemon=True)
         self._thread.start()
 
     def on_event(self, ev) -> None:
         """Feed a transcriber event (:class:`engine.events.PartialTranscript` / ``FinalTranscript``)."""
-        from .events import FinalTranscript, PartialTranscript
+        from .events import FinalTranscript, PartialTranscript, SpeechEnded
 
         if self.error is not None:
             return
-        if isinstance(ev, PartialTranscript) and ev.text:
+        if isinstance(ev, SpeechEnded):
+            with self._cond:
+                self._ended.add(ev.utterance)
+                run, new = self._running, self._partial
+                if (run is not None and new is not None and run[0] == ev.utterance == new[0]
+                        and not same_source(run[1], new[1])):
+                    self._cancel.set()  # the newer partial is the one the final will most likely equal
+        elif isinstance(ev, PartialTranscript) and ev.text:
             with self._cond:
                 self._partial = (ev.utterance, ev.text, False, time.monotonic())
                 self._cond.notify()
@@ -416,10 +463,16 @@ class CaptionLoop:
             with self._cond:
                 self._finals.append((ev.utterance, ev.text, True, time.monotonic()))
                 self._partial = None
+                self._ended.discard(ev.utterance)
                 run = self._running
                 if run is None or run[0] != ev.utterance or not same_source(run[1], ev.text):
                     self._cancel.set()
                 self._cond.notify()
+
+    def _pause(self) -> None:
+        from .cpu import ASR
+
+        ASR.wait_idle(cancel=self._cancel)
 
     def close(self, timeout: float | None = None) -> None:
         """Translate the finals already queued, then end the thread."""
@@ -446,7 +499,12 @@ class CaptionLoop:
                 if self._utt != utt:
                     self.translator.reset()
                     self._utt = utt
-                u = self.translator.translate_ssbd(text, final=final, cancel=None if final else self._cancel)
+                if final:
+                    u = self.translator.translate_ssbd(text, final=True)
+                elif self.yield_to_asr and utt not in self._ended:
+                    u = self.translator.translate_ssbd(text, final=False, cancel=self._cancel, pause=self._pause)
+                else:
+                    u = self.translator.translate_ssbd(text, final=False, cancel=self._cancel)
                 with self._cond:
                     self._running = None
                 if not final and self._cancel.is_set():

@@ -142,7 +142,7 @@ class CaptionConfig:
     max_tokens: int = 96
     # SSBD (ssbd_live_translation.txt Eq. 5)
     beta: float = 0.2
-    mask_k: int = 3
+    mask_k: int = 5
     display_only_mask: bool = True
 
 

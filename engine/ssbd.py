@@ -9,6 +9,11 @@ Each streaming update re-translates the grown source X^T, using the previous out
     line 14–20 continue greedy AR until EOS
 β = 0 is plain self-speculative re-translation; the AR baseline (engine.caption.Translator) decodes from scratch.
 
+Partial updates give the CPU back (the caption thread's job policy, engine.caption.CaptionLoop): the forward pass
+over the uncached prompt ⊕ draft runs in chunks of :data:`VERIFY_CHUNK` tokens and each chunk or decode step first
+calls ``pause`` (waiting out a streaming-ASR decode, engine.cpu) and checks ``cancel`` (a newer job is waiting), so a
+stale partial stops within one chunk. The rows are those of the one-pass verification; a final update is one pass.
+
 Flicker control:
     * mask-k (Arivazhagan et al. 2020b): the last k draft tokens are trimmed before verification;
     * display-only mask-k (the paper's proposal, the default): the last k tokens stay in the draft but are hidden
@@ -27,6 +32,42 @@ import numpy as np
 
 from . import verify as V
 from .caption import Translator, same_source
+
+#: tokens per forward pass of a cancellable (partial) verification pass: on this 2-core CPU 32-token passes cost
+#: ≈ 15 % more than one pass over a 93-token prompt ⊕ draft, and a cancel waits at most one of them (≈ 0.4 s)
+VERIFY_CHUNK = 32
+
+
+def eval_chunked(session, prompt: list[int], draft: list[int], cancel: threading.Event | None = None,
+                 pause=None, chunk: int | None = None) -> np.ndarray | None:
+    """:meth:`engine.generate.LMSession.eval_draft` in passes of at most ``chunk`` tokens (default
+    :data:`VERIFY_CHUNK`), calling ``pause()`` before each pass and stopping (None) when ``cancel`` is set. The
+    cache then holds the evaluated part of prompt ⊕ draft (all of it unless cancelled). One pass when neither is
+    given.
+
+    Returns:
+        float32 (len(draft)+1, n_vocab) verification rows (row j: next-token logits before ``draft[j]``), or None
+        when cancelled.
+
+    Raises:
+        ValueError: empty prompt.
+    """
+    if cancel is None and pause is None:
+        return session.eval_draft(prompt, draft)
+    prompt, draft = list(prompt), list(draft)
+    if not prompt:
+        raise ValueError("empty prompt")
+    chunk = chunk or VERIFY_CHUNK
+    session._claim()
+    feed = V.sync_cache(session.lm, session.tokens, prompt) + draft
+    rows = []
+    for i in range(0, len(feed), chunk):
+        if pause is not None:
+            pause()
+        if cancel is not None and cancel.is_set():
+            return None
+        rows.append(session.eval(feed[i : i + chunk]))
+    return np.concatenate(rows)[len(feed) - len(draft) - 1 :]
 
 
 @dataclass
@@ -169,9 +210,12 @@ class SSBDTranslator(Translator):
             return self.lm.detokenize(tokens).strip(), ""
         return mask_tail(self.lm, tokens, self.mask_k)
 
-    def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None) -> SSBDUpdate:
+    def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None,
+                       pause=None) -> SSBDUpdate:
         """Algorithm 1 for one update; a final update whose source the last update already translated to EOS
-        reuses that output (:func:`reuse_final`)."""
+        reuses that output (:func:`reuse_final`). ``cancel`` set: the update stops at the next chunk or token
+        (its output so far is returned and kept as the next draft); ``pause()`` is called before each forward
+        pass (see the module doc)."""
         again = reuse_final(self, source, final, cancel)
         if again is not None:
             return again
@@ -182,8 +226,14 @@ class SSBDTranslator(Translator):
         if self.mask_k and not self.display_only:  # classic mask-k: the unstable tail is not reused
             draft = draft[: max(0, len(draft) - self.mask_k)]
         n_eval0 = s.n_eval
+        rows = eval_chunked(s, prompt, draft, cancel, pause)  # line 3: one forward pass (chunked for a partial)
+        if rows is None:  # cancelled before the draft was verified: nothing new, the draft stays
+            self._last_complete = False
+            u = SSBDUpdate(source, [], "", "", "", len(draft), 0, 0, s.n_eval - n_eval0,
+                           time.perf_counter() - t0, final)
+            self.stream.updates.append(u)
+            return u
         if draft:
-            rows = s.eval_draft(prompt, draft)  # line 3: one forward pass
             v = V.biased(rows, draft, self.beta)  # lines 4–12, Eq. 5
             k = v.accepted
             out = draft[:k]
@@ -192,9 +242,11 @@ class SSBDTranslator(Translator):
         else:
             k = 0
             out = []
-            nxt = int(np.argmax(s.prefill(prompt)))
+            nxt = int(np.argmax(rows[-1]))
         # lines 14–20: greedy AR to EOS
         while nxt is not None and nxt not in self.lm.eos_ids and len(out) < self.max_tokens:
+            if pause is not None:
+                pause()
             if cancel is not None and cancel.is_set():
                 break
             out.append(nxt)
@@ -221,17 +273,51 @@ class ARRetranslator(Translator):
         self.stream = StreamStats()
         self._last_complete = False
 
-    def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None) -> SSBDUpdate:
+    def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None,
+                       pause=None) -> SSBDUpdate:
         """Re-translate ``source`` from scratch; a final update whose source the last update already translated to
-        EOS reuses that output (:func:`reuse_final`)."""
+        EOS reuses that output (:func:`reuse_final`). ``cancel`` and ``pause`` as in
+        :meth:`SSBDTranslator.translate_ssbd` (the pre-fill is chunked the same way)."""
         again = reuse_final(self, source, final, cancel)
         if again is not None:
             return again
+        from .lm import GreedyDecoder
+
         n0 = self.session.n_eval
-        r = self.translate(source, cancel)
-        self._last_complete = len(r.tokens) < self.max_tokens and not (cancel is not None and cancel.is_set())
+        if (cancel is None and pause is None) or isinstance(self.lm, GreedyDecoder):  # a server decodes in one call
+            r = self.translate(source, cancel)
+        else:
+            r = self._translate_yielding(source, cancel, pause)
+        self._last_complete = (r is not None and len(r.tokens) < self.max_tokens
+                               and not (cancel is not None and cancel.is_set()))
+        if r is None:
+            u = SSBDUpdate(source, [], "", "", "", 0, 0, 0, self.session.n_eval - n0, 0.0, final)
+            self.stream.updates.append(u)
+            return u
         stable, tail = SSBDTranslator._display(self, r.tokens, final)  # same display rule
         u = SSBDUpdate(source, r.tokens, r.text, stable, tail, 0, 0, len(r.tokens), self.session.n_eval - n0,
                        r.compute_s, final)
         self.stream.updates.append(u)
         return u
+
+    def _translate_yielding(self, source: str, cancel, pause):
+        """:meth:`engine.caption.Translator.translate` with a chunked pre-fill and ``pause``/``cancel`` before
+        each forward pass; None when cancelled during the pre-fill."""
+        from .caption import TranslationResult
+        from .generate import GenStats
+
+        t0 = time.perf_counter()
+        s = self.session
+        rows = eval_chunked(s, self.prompt_tokens(source), [], cancel, pause)
+        if rows is None:
+            return None
+        out: list[int] = []
+        nxt = int(np.argmax(rows[-1]))
+        while nxt not in self.lm.eos_ids and len(out) < self.max_tokens:
+            if pause is not None:
+                pause()
+            if cancel is not None and cancel.is_set():
+                break
+            out.append(nxt)
+            nxt = int(np.argmax(s.eval([nxt])[-1]))
+        return TranslationResult(self.lm.detokenize(out).strip(), out, time.perf_counter() - t0, GenStats())

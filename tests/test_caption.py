@@ -84,6 +84,10 @@ def test_guard_falls_back_to_ar_on_an_answer(qwen_small, monkeypatch):
     ("A friendly woman serving refreshments at a coffee shop.", "Eine freundliche Frau ist ein ...", False),
     ("A man in an orange hat starring at something.", "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.",
      True),
+    ("Describe 5 key principles of an argument.", "Beschreibe fünf Schlüsselprinzipien eines Arguments.", True),
+    ("I'll be in the office at noon.", "Ich werde mittags im Büro sein.", True),  # the source opens so
+    ("Describe 5 key principles of an argument.", "Beschreibe drei Schlüsselprinzipien eines Arguments.", False),
+    ("Describe 5 key principles of an argument.", "Beschreibe fünfzig Schlüsselprinzipien eines Arguments.", False),
 ])
 def test_guard_verdicts(source, caption, ok):
     assert FidelityGuard("de").verdict(source, caption).ok is ok
@@ -120,7 +124,7 @@ class _Echo:
     def reset(self):
         self.resets += 1
 
-    def translate_ssbd(self, source, final=False, cancel=None):
+    def translate_ssbd(self, source, final=False, cancel=None, pause=None):
         self.gate.wait(5)
         self.jobs.append((source, final))
         return SSBDUpdate(source, [], source.upper(), source.upper(), "", 0, 0, 0, 0, 0.0, final)
@@ -160,7 +164,7 @@ def test_config_target_language():
 class _Slow(_Echo):
     """A partial translation that runs until it is cancelled."""
 
-    def translate_ssbd(self, source, final=False, cancel=None):
+    def translate_ssbd(self, source, final=False, cancel=None, pause=None):
         if not final:
             self.gate.set()
             assert cancel is not None and cancel.wait(10)
@@ -184,7 +188,7 @@ def test_caption_loop_final_cancels_the_partial_in_flight():
 class _Finite(_Echo):
     """A partial translation that finishes on its own (after the gate)."""
 
-    def translate_ssbd(self, source, final=False, cancel=None):
+    def translate_ssbd(self, source, final=False, cancel=None, pause=None):
         if not final:
             self.started = True
             self.gate.wait(5)
@@ -226,3 +230,33 @@ def test_final_of_an_already_translated_source_reuses_it(qwen_small, method):
     tr.translate_ssbd("The children are playing")
     n = tr.session.n_eval
     assert tr.translate_ssbd(src, final=True).forward_passes > 0 and tr.session.n_eval > n
+
+
+def test_caption_loop_end_of_speech_starts_the_last_partial():
+    """At the end of speech an older partial in flight is cancelled for the newest one (usually the final's
+    text), which then runs without waiting for ASR decodes; while speaking, partials get ``pause``."""
+    from engine.events import FinalTranscript, PartialTranscript, SpeechEnded
+
+    class Rec(_Echo):
+        def translate_ssbd(self, source, final=False, cancel=None, pause=None):
+            self.jobs.append((source, final, pause is not None))
+            if source == "a":
+                self.gate.set()
+                assert cancel is not None and cancel.wait(10)
+            return SSBDUpdate(source, [], source, source, "", 0, 0, 0, 0, 0.0, final)
+
+    tr, shown = Rec(), []
+    loop = CaptionLoop(tr, lambda utt, u, wall: shown.append((u.text, u.final)))
+    loop.on_event(PartialTranscript(0, "a", "", 0.5, 0.0))
+    assert tr.gate.wait(5)
+    loop.on_event(PartialTranscript(0, "a b c", "", 1.0, 0.0))
+    t0 = time.monotonic()
+    loop.on_event(SpeechEnded(0, 1.0, 1.0))
+    deadline = time.monotonic() + 5
+    while len(tr.jobs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    loop.on_event(FinalTranscript(0, "a b c", (), 0.0, 1.0))
+    loop.close(timeout=10)
+    assert time.monotonic() - t0 < 5 and loop.cancelled == 1
+    assert tr.jobs == [("a", False, True), ("a b c", False, False), ("a b c", True, False)], tr.jobs
+    assert shown == [("a b c", False), ("a b c", True)]

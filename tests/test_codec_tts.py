@@ -42,7 +42,10 @@ def _say(whisper, audio):
 def test_codec_round_trip_stays_intelligible(runtime, tts, whisper):
     from audio.io import resample
 
-    piper = runtime.tts()
+    from tts.piper_tts import PiperTTS
+
+    m = runtime.model("tts_voice")
+    piper = PiperTTS(m.path, m.config)  # its own voice: Piper's noise sequence starts afresh, whatever ran before
     text = "A man in a red jacket is riding a bicycle down the street."
     a = resample(piper.synthesize(text), piper.sample_rate, 16000)
     toks = tts.codec.encode(a)

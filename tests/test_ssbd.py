@@ -107,3 +107,29 @@ def test_ssbd_acceptance_goes_through_the_core(qwen_small, monkeypatch):
     tr.prev = list(wrong)
     broken = tr.translate_ssbd(SRC, final=True)
     assert broken.accepted == len(wrong) and broken.tokens[: len(wrong)] == wrong != ar.tokens[: len(wrong)]
+
+
+@pytest.mark.parametrize("method", ["ssbd", "ar"])
+def test_partial_updates_in_chunks_pause_and_cancel(qwen_small, monkeypatch, method):
+    """A partial update's forward pass in VERIFY_CHUNK-token passes gives the one-pass rows (β = 0: AR's greedy
+    output), calls ``pause`` before each pass, and stops at once when cancelled (the draft is kept)."""
+    import threading
+
+    import engine.ssbd as S
+
+    monkeypatch.setattr(S, "VERIFY_CHUNK", 8)
+    make = (lambda: SSBDTranslator(qwen_small, "German", beta=0.0, mask_k=0)) if method == "ssbd" else (
+        lambda: ARRetranslator(qwen_small, "German"))
+    one, chunked = make(), make()
+    steps = ["A man in an orange", SRC]
+    pauses = []
+    for src in steps:
+        a = one.translate_ssbd(src)
+        b = chunked.translate_ssbd(src, cancel=threading.Event(), pause=lambda: pauses.append(1))
+        same_or_near_tie(qwen_small, one.prompt_tokens(src), a.tokens, b.tokens)
+    assert b.forward_passes >= 2 and len(pauses) >= b.forward_passes
+    stop = threading.Event()
+    stop.set()
+    prev = list(getattr(chunked, "prev", []))
+    c = chunked.translate_ssbd(SRC + " It is raining.", cancel=stop, pause=lambda: None)
+    assert c.tokens == [] and c.forward_passes == 0 and getattr(chunked, "prev", []) == prev
