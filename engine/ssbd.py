@@ -243,14 +243,7 @@ class SSBDTranslator(Translator):
             k = 0
             out = []
             nxt = int(np.argmax(rows[-1]))
-        # lines 14–20: greedy AR to EOS
-        while nxt is not None and nxt not in self.lm.eos_ids and len(out) < self.max_tokens:
-            if pause is not None:
-                pause()
-            if cancel is not None and cancel.is_set():
-                break
-            out.append(nxt)
-            nxt = int(np.argmax(s.eval([nxt])[-1]))
+        nxt = greedy_to_eos(s, out, nxt, self.lm.eos_ids, self.max_tokens, cancel, pause)  # lines 14–20
         self._last_complete = nxt is not None and nxt in self.lm.eos_ids
         self.prev = out
         stable, tail = self._display(out, final)
@@ -258,6 +251,20 @@ class SSBDTranslator(Translator):
                        s.n_eval - n_eval0, time.perf_counter() - t0, final)
         self.stream.updates.append(u)
         return u
+
+
+def greedy_to_eos(session, out: list[int], nxt, eos_ids, max_tokens: int, cancel=None, pause=None):
+    """Greedy AR decoding after ``out`` (appended to in place) from the next token ``nxt`` until an EOS id,
+    ``max_tokens`` tokens in ``out``, or ``cancel`` is set; ``pause()`` runs before each decode step (CPU sharing).
+    Returns the token that was not appended (an EOS id, the next token when stopped early, or None)."""
+    while nxt is not None and nxt not in eos_ids and len(out) < max_tokens:
+        if pause is not None:
+            pause()
+        if cancel is not None and cancel.is_set():
+            break
+        out.append(nxt)
+        nxt = int(np.argmax(session.eval([nxt])[-1]))
+    return nxt
 
 
 class ARRetranslator(Translator):
@@ -312,12 +319,5 @@ class ARRetranslator(Translator):
         if rows is None:
             return None
         out: list[int] = []
-        nxt = int(np.argmax(rows[-1]))
-        while nxt not in self.lm.eos_ids and len(out) < self.max_tokens:
-            if pause is not None:
-                pause()
-            if cancel is not None and cancel.is_set():
-                break
-            out.append(nxt)
-            nxt = int(np.argmax(s.eval([nxt])[-1]))
+        greedy_to_eos(s, out, int(np.argmax(rows[-1])), self.lm.eos_ids, self.max_tokens, cancel, pause)
         return TranslationResult(self.lm.detokenize(out).strip(), out, time.perf_counter() - t0, GenStats())
