@@ -278,10 +278,13 @@ class OnlineASRProcessor:
 
     @property
     def mostly_doubtful(self) -> bool:
-        """At least 3 decodes of this utterance and most of them doubtful (failed the guards or the log-prob floor
-        even after their re-decodes: babble, music, noise the VAD took for speech)."""
+        """At least 3 decodes of this utterance, most of them doubtful (failed the guards or the log-prob floor
+        even after their re-decodes: babble, music, noise the VAD took for speech), the latest one included. A
+        confident latest decode keeps the utterance: early decodes of a word or two of unclear speech are often
+        doubtful while the decode of the whole utterance is not."""
         n_doubtful = sum(bool(u.stats.get("doubtful")) for u in self.updates)
-        return len(self.updates) >= 3 and n_doubtful > len(self.updates) / 2
+        return (len(self.updates) >= 3 and n_doubtful > len(self.updates) / 2
+                and bool(self.updates[-1].stats.get("doubtful")))
 
     def _remember(self, words: Sequence[Word]) -> None:
         self._last_full = [Word(w.start + self.buffer_time_offset, w.end + self.buffer_time_offset, w.text)

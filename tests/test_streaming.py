@@ -91,6 +91,12 @@ def test_doubtful_decodes_commit_nothing_and_a_doubtful_utterance_keeps_only_agr
     _feed(p, 4)
     p.finish(speech_end=4.0)
     assert p.text == "please turn the music down a little"
+    # unclear speech: the first decodes (a word or two) doubtful, the decode of the whole utterance confident
+    p = OnlineASRProcessor(ScriptedBackend(speech[1:], doubtful=[True, True, False]))
+    _feed(p, 3)
+    assert not p.mostly_doubtful
+    p.finish(speech_end=3.0)
+    assert p.text == "please turn the music down a little"
 
 
 def test_processor_finish_skips_decode_when_hypothesis_covers_speech():
