@@ -436,113 +436,65 @@ def cmd_assist(args, cfg, rt, printer, live: Live) -> dict:
 
 
 def cmd_caption(args, cfg, rt, printer, live: Live) -> dict:
-    """Live captions: the newest partial and every final transcript are translated on the caption thread.
+    """Live captions through :class:`engine.caption.CaptionLoop` (every final transcript in order, then the newest
+    partial), the translator built by :func:`engine.runtime.build_translator` — the GUI and the caption benchmark
+    run the same two.
 
     Raises:
         WorkerError: the translator failed (the stream is stopped; the error is journaled and printed first).
     """
-    import collections
-
-    from engine.caption import language_name
-    from engine.events import Caption, FinalTranscript, PartialTranscript
+    from engine.caption import CaptionLoop, language_name
     from engine.runtime import build_translator
 
     args.to = args.to or cfg.caption.target_language
     translator = build_translator(cfg, rt, args.to,
                                   on_trigger=lambda ev: printer.line(f"(caption re-translated: {', '.join(ev.reasons)})"))
     printer.line(f"captioning into {language_name(args.to)} ({cfg.caption.method}, β={cfg.caption.beta}, "
-                 f"mask-k={cfg.caption.mask_k}{' display-only' if cfg.caption.display_only_mask else ''})")
-    # jobs: every final, in order, before the newest partial (older partials are stale and replaced)
-    cond = threading.Condition()
-    finals_q: collections.deque = collections.deque()
-    latest: dict = {"partial": None, "stop": False, "error": None}
+                 f"mask-k={cfg.caption.mask_k}{' display-only' if cfg.caption.display_only_mask else ''}, "
+                 f"by {cfg.caption.segment})")
     abort = threading.Event()
     per_utt: dict[int, dict] = {}
-    captions: list[Caption] = []
-    state = {"utt": None}
+    captions: list = []
 
-    def translate(job) -> None:
-        utt, text, final, committed = job
-        if state["utt"] != utt:
-            translator.reset()  # a new utterance: no draft yet
-            state["utt"] = utt
-        u = translator.translate_ssbd(text, final=final)
-        cap = Caption(utt, text, u.stable_text, u.tail_text, final, u.compute_s,
-                      source_stable=text if final else committed)
+    def on_caption(cap, u) -> None:
         captions.append(cap)
         st = translator.stream
-        per_utt[utt] = {"source": text, "translation": u.text, "updates": len(st.updates), "ne": round(st.ne, 4),
-                        "acceptance_A_over_D": round(st.acceptance, 4),
-                        "accepted_share_A_over_O": round(st.accepted_share, 4),
-                        "output_tokens_per_s": round(st.tokens_per_s, 2),
-                        "compute_s": round(sum(x.compute_s for x in st.updates), 3)}
-        if final:  # journaled before it is shown
-            t0, t1 = live.t_end.get(utt, (None, None))
-            live.session.caption(utt, text, u.text, t0, t1)
-            live.append_text("caption.txt", f"{text}\n\t{u.text}\n")
+        per_utt[cap.utterance] = {
+            "source": cap.source, "translation": u.text, "updates": len(st.updates), "ne": round(st.ne, 4),
+            "acceptance_A_over_D": round(st.acceptance, 4), "accepted_share_A_over_O": round(st.accepted_share, 4),
+            "output_tokens_per_s": round(st.tokens_per_s, 2),
+            "compute_s": round(sum(x.compute_s for x in st.updates), 3)}
+        if cap.final:  # journaled before it is shown
+            t0, t1 = live.t_end.get(cap.utterance, (None, None))
+            live.session.caption(cap.utterance, cap.source, u.text, t0, t1)
+            live.append_text("caption.txt", f"{cap.source}\n\t{u.text}\n")
         tail = f" ⟨{u.tail_text.strip()}⟩" if u.tail_text.strip() else ""
-        printer.line(f"[{args.to}]{' (final)' if final else ''} {u.stable_text}{tail}")
+        printer.line(f"[{args.to}]{' (final)' if cap.final else ''} {u.stable_text}{tail}")
 
-    def worker():
-        while True:
-            with cond:
-                while not finals_q and latest["partial"] is None and not latest["stop"]:
-                    cond.wait()
-                if finals_q:
-                    job = finals_q.popleft()
-                elif latest["partial"] is not None and not latest["stop"]:
-                    job, latest["partial"] = latest["partial"], None
-                else:
-                    return
-            try:
-                translate(job)
-            except Exception as e:  # the worker ends; the stream is stopped and the command fails with it
-                msg = f"{type(e).__name__}: {e}"
-                with cond:
-                    latest["error"] = msg
-                    finals_q.clear()
-                try:
-                    live.session.error("caption", msg)
-                finally:
-                    printer.line(f"! caption: {msg}")
-                    abort.set()
-                return
+    def on_error(msg: str) -> None:  # the loop has stopped; the stream is stopped and the command fails with it
+        try:
+            live.session.error("caption", msg)
+        finally:
+            printer.line(f"! caption: {msg}")
+            abort.set()
 
-    th = threading.Thread(target=worker, name="caption", daemon=True)
-    th.start()
-
-    def on_event(ev):
-        if latest["error"] is not None:
-            return
-        if isinstance(ev, PartialTranscript) and ev.text:
-            with cond:
-                latest["partial"] = (ev.utterance, ev.text, False, ev.committed.strip())
-                cond.notify()
-        elif isinstance(ev, FinalTranscript) and ev.text:
-            with cond:
-                finals_q.append((ev.utterance, ev.text, True, ev.text))
-                latest["partial"] = None  # this utterance's partials are stale now
-                cond.notify()
-
+    loop = CaptionLoop(translator, on_caption, on_error=on_error)
     try:
-        st = _run_transcriber(args, cfg, rt, live, on_event, printer, abort)
+        st = _run_transcriber(args, cfg, rt, live, loop.on_event, printer, abort)
     finally:
-        with cond:
-            latest["stop"] = True  # the finals already queued are still translated
-            cond.notify()
-    th.join()
-    if latest["error"] is not None:
-        raise WorkerError(f"caption failed: {latest['error']}")
+        loop.close()  # the finals already queued are still translated
+    if loop.error is not None:
+        raise WorkerError(f"caption failed: {loop.error}")
     utts = [per_utt[k] for k in sorted(per_utt)]
     tps = [u["output_tokens_per_s"] for u in utts if u["output_tokens_per_s"]]
     return {"asr": _asr_report(st, cfg), "target_language": language_name(args.to),
             "caption": {"method": cfg.caption.method, "beta": cfg.caption.beta, "mask_k": cfg.caption.mask_k,
-                        "display_only": cfg.caption.display_only_mask, "updates": len(captions),
-                        "final": [c.translation for c in captions if c.final],
+                        "display_only": cfg.caption.display_only_mask, "segment": cfg.caption.segment,
+                        "updates": len(captions), "final": [c.translation for c in captions if c.final],
                         "ne_mean": _r(np.mean([u["ne"] for u in utts])) if utts else None,
                         "compute_s_mean": _r(np.mean([c.compute_s for c in captions])) if captions else None,
                         "tokens_per_s_mean": _r(np.mean(tps), 2) if tps else None, "utterances": utts,
-                        "guard": _guard_report(translator)}}
+                        "partials_cancelled": loop.cancelled, "guard": _guard_report(translator)}}
 
 
 def _guard_report(translator) -> dict | None:

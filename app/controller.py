@@ -26,7 +26,7 @@ from PySide6.QtCore import QObject, Signal
 
 from audio.sources import AudioSource, FileSource, MicSource, input_devices
 from engine.config import Config
-from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Caption, Error, FinalTranscript,
+from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript,
                            PartialTranscript, SpeechEnded, SpeechStarted, TurnDecision)
 from engine.pipeline import Backlog
 from engine.runtime import Runtime
@@ -261,6 +261,7 @@ class EngineController(QObject):
 
     def _session_body(self, opts: SessionOptions, stop: threading.Event) -> None:
         from engine.assistant import Conversation
+        from engine.caption import CaptionLoop
         from engine.runtime import build_assistant, build_translator
 
         cfg = self.cfg
@@ -318,55 +319,29 @@ class EngineController(QObject):
         if stop.is_set():  # stopped while the models loaded
             return
 
-        cap_state = {"utt": None, "busy": False}  # busy: a job has been taken and is being translated
-
-        def translate(utt, text, committed, final):
-            if cap_state["utt"] != utt:
-                translator.reset()
-                cap_state["utt"] = utt
-            u = translator.translate_ssbd(text, final=final)
-            self.caption.emit(Caption(utt, text, u.stable_text, u.tail_text, final, u.compute_s,
-                                      source_stable=text if final else committed))
+        def on_caption(cap, u):
+            self.caption.emit(cap)
             st = translator.stream
-            self.metrics.emit({"kind": "caption", "utterance": utt, "ne": st.ne, "acceptance": st.acceptance,
+            self.metrics.emit({"kind": "caption", "utterance": cap.utterance, "ne": st.ne, "acceptance": st.acceptance,
                                "accepted_share": st.accepted_share, "tokens_per_s": st.tokens_per_s})
 
-        cap_jobs: list = []
-        cap_cv = threading.Condition()
+        def on_caption_error(msg: str):  # the loop has stopped: the error is shown, and the session ends with it
+            self.error.emit(f"caption: {msg}")
+            stop.set()
+            if self._source is not None:
+                self._source.close()
+            if self._transcriber is not None:
+                self._transcriber.stop()
 
-        def caption_worker():
-            while True:
-                with cap_cv:
-                    while not cap_jobs and not stop.is_set():
-                        cap_cv.wait(0.2)
-                    if not cap_jobs:
-                        return
-                    job = cap_jobs.pop(0)
-                    cap_state["busy"] = True
-                try:
-                    translate(*job)
-                except Exception as e:  # the worker ends with the error shown, and the session with it
-                    self.error.emit(f"caption: {type(e).__name__}: {e}")
-                    stop.set()
-                    if self._source is not None:
-                        self._source.close()
-                    if self._transcriber is not None:
-                        self._transcriber.stop()
-                    return
-                finally:
-                    with cap_cv:
-                        cap_state["busy"] = False
-                        cap_cv.notify_all()
-
-        cap_thread = None
-        if translator is not None:
-            cap_thread = threading.Thread(target=caption_worker, name="caption", daemon=True)
-            cap_thread.start()
+        # the same job policy as `specvoice caption` and its benchmark (engine.caption.CaptionLoop)
+        cap_loop = CaptionLoop(translator, on_caption, on_error=on_caption_error) if translator is not None else None
 
         rule = "push_to_talk" if vad is None else cfg.duplex.end_of_turn
         turn_p: dict[int, float] = {}  # utterance → the latest Smart Turn probability
 
         def on_event(ev):
+            if cap_loop is not None:
+                cap_loop.on_event(ev)
             if isinstance(ev, SpeechStarted):
                 talk["user"] = True
                 self.speech_started.emit(ev.utterance)
@@ -393,11 +368,6 @@ class EngineController(QObject):
                 self.metrics.emit({"kind": "asr", "rtf": self._transcriber.stats.rtf if self._transcriber else None})
                 if conv is not None:
                     conv.on_partial(ev.utterance, ev.text)
-                if translator is not None:
-                    with cap_cv:  # latest partial only; finals are kept
-                        cap_jobs[:] = [j for j in cap_jobs if j[3]]
-                        cap_jobs.append((ev.utterance, ev.text, ev.committed.strip(), False))
-                        cap_cv.notify()
             elif isinstance(ev, FinalTranscript):
                 self.final.emit(ev.utterance, ev.text, ev.t_start, ev.t_end)
                 if ev.utterance in eos:
@@ -405,11 +375,6 @@ class EngineController(QObject):
                                        "rtf": self._transcriber.stats.rtf if self._transcriber else None})
                 if conv is not None:
                     conv.on_final(ev.utterance, ev.text)
-                if translator is not None and ev.text:
-                    with cap_cv:
-                        cap_jobs[:] = [j for j in cap_jobs if j[3]]
-                        cap_jobs.append((ev.utterance, ev.text, ev.text, True))
-                        cap_cv.notify()
             elif isinstance(ev, Backlog):
                 self.status.emit("speech recognition is back in step" if ev.caught_up else
                                  f"speech recognition is {ev.behind_s:.1f} s behind; catching up (no audio is lost)")
@@ -497,14 +462,12 @@ class EngineController(QObject):
                 while not stop.is_set() and not conv.wait_idle(timeout=0.1):
                     pass
                 conv.close()
-            if cap_thread is not None:
-                with cap_cv:  # the last (final) caption is translated and emitted before the session ends
-                    while (cap_jobs or cap_state["busy"]) and not stop.is_set():
-                        cap_cv.wait(0.1)
-                stop.set()
-                with cap_cv:
-                    cap_cv.notify_all()
-                cap_thread.join(timeout=30)
+            if cap_loop is not None:
+                while cap_loop.busy and cap_loop.error is None and not stop.is_set():
+                    time.sleep(0.05)  # the last (final) caption is translated and emitted before the session ends
+                if stop.is_set():
+                    cap_loop.abort()
+                cap_loop.close(timeout=30)
             monitor_stop.set()
             mon.join(timeout=5)
         self.status.emit(f"stopped after {time.monotonic() - started:.1f} s")

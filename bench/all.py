@@ -168,6 +168,11 @@ JOBS: tuple[Job, ...] = (
     Job("caption", "caption.json", _bench("caption", "--methods", "ar", "ssbd"), 2700,
         about="live captions on 100 spoken inputs, Qwen 1.5B: AR re-translation and SSBD, SSBD shown with every "
               "display-only mask-k (chosen on the validation split; answers vs translations, chrF, NE, latency)"),
+    Job("caption-segment", "caption_segment.json",
+        _bench("caption", "bench/data/caption/va0*.flac", "bench/data/caption/mt10*.flac",
+               "bench/data/caption/mt14*.flac", "bench/data/caption/mt15*.flac", "bench/data/caption/m30k01*.flac",
+               "bench/data/caption/m30k02*.flac", "--methods", "ssbd_sentence", "ssbd_utterance"), 1200,
+        about="SSBD translating sentence by sentence vs the whole utterance, 42 of the caption files, one run"),
     Job("caption-0.5b", "caption_qwen0.5b.json",
         _bench("caption", "--methods", "ar", "ssbd", "ssbd_mask", "ssbd_mask5", "--set", "caption.model_role=llm_draft"),
         1500, about="the same with the 0.5B LLM, plus display-only mask-5"),

@@ -23,6 +23,11 @@ offline), the caption covers fewer than half of the hand-written German content 
 set of accepted stems) **and** looks like an answer. "Looks like an answer" = not in the target language, or any
 answer cue of :class:`engine.caption.FidelityGuard` (opener, question mark lost/invented, markdown, extra
 sentences, length ratio). Keywords exist for German only; for French/Spanish the count uses the cues alone.
+A flagged caption whose ASR transcript is a misrecognition (WER > 0.25 vs the spoken text) and which shows no
+answer cue against that transcript translates what was heard: it is counted apart (``asr_misheard``), not as an
+answer. Methods: ``ssbd``/``ar`` use the configured ``caption.segment`` (utterance by default);
+``ssbd_sentence`` translates sentence by sentence (:class:`engine.caption.SentenceTranslator`),
+``ssbd_utterance``/``ar_utterance`` re-translate the whole utterance on every update.
 
 Inputs (``bench/data/caption``, made by ``--make-data``): 50 spoken questions and commands (30 MT-Bench first
 turns, Zheng et al. 2023, Apache-2.0; 20 voice-assistant requests written here) and 50 Multi30k test-2016
@@ -57,6 +62,9 @@ METHODS = {  # name → [caption] overrides
     "ssbd": {"method": "ssbd", "mask_k": 0, "display_only_mask": True},
     "ssbd_mask": {"method": "ssbd", "display_only_mask": True},
     "ssbd_mask5": {"method": "ssbd", "mask_k": 5, "display_only_mask": True},
+    "ssbd_sentence": {"method": "ssbd", "mask_k": 0, "display_only_mask": True, "segment": "sentence"},
+    "ssbd_utterance": {"method": "ssbd", "mask_k": 0, "display_only_mask": True, "segment": "utterance"},
+    "ar_utterance": {"method": "ar", "display_only_mask": False, "segment": "utterance"},
 }
 ANSWER_CHRF = 25.0
 
@@ -212,19 +220,46 @@ def looks_like_answer(source: str, caption: str, target: str) -> list[str]:
     return FidelityGuard(target).verdict(source, caption).reasons
 
 
-def answers_instead(item: dict | None, source: str, caption: str, target: str) -> tuple[bool, dict]:
+ASR_MISHEARD_WER = 0.25  # a transcript this far from the spoken text is a misrecognition (Whisper-normalised WER)
+
+
+def answers_instead(item: dict | None, source: str, caption: str, target: str,
+                    transcript: str | None = None) -> tuple[bool, dict]:
     """The "answers instead of translating" rule of the module doc, against the reference where there is one.
-    ``source`` is the spoken text (the item's), not the ASR transcript."""
+    ``source`` is the spoken text (the item's), not the ASR transcript. A caption the rule flags is put down to
+    the ASR instead (``info["asr_misheard"]``, not an answer) when the ``transcript`` is a misrecognition (WER
+    vs the spoken text > :data:`ASR_MISHEARD_WER`) and the caption shows no answer cue against the transcript,
+    i.e. it translates what the ASR heard."""
     cues = looks_like_answer(source, caption, target)
     info: dict = {"cues": cues}
     de = target.lower() in ("de", "german")
     if item and item.get("reference_de") and de:
         info["chrf"] = _r(chrf(caption, item["reference_de"]), 2)
-        return bool(cues) and info["chrf"] < ANSWER_CHRF, info
-    if item and item.get("keywords_de") and de:
+        flagged = bool(cues) and info["chrf"] < ANSWER_CHRF
+    elif item and item.get("keywords_de") and de:
         info["keyword_coverage"] = _r(keyword_coverage(caption, item["keywords_de"]), 2)
-        return bool(cues) and info["keyword_coverage"] < 0.5, info
-    return bool(cues), info
+        flagged = bool(cues) and info["keyword_coverage"] < 0.5
+    else:
+        flagged = bool(cues)
+    if flagged and transcript is not None and transcript.strip() != source.strip():
+        info["transcript_wer"] = _r(transcript_wer(source, transcript), 3)
+        info["cues_vs_transcript"] = looks_like_answer(transcript, caption, target)
+        if info["transcript_wer"] > ASR_MISHEARD_WER and not info["cues_vs_transcript"]:
+            info["asr_misheard"] = True
+            return False, info
+    return flagged, info
+
+
+def transcript_wer(source: str, transcript: str) -> float:
+    """WER of the ASR ``transcript`` against the spoken ``source`` (jiwer, Whisper's English normalisation)."""
+    import jiwer
+    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+    norm = EnglishTextNormalizer({})
+    ref, hyp = norm(source), norm(transcript)
+    if not ref.strip():
+        return 0.0 if not hyp.strip() else 1.0
+    return jiwer.wer(ref, hyp) if hyp.strip() else 1.0
 
 
 # -------------------------------------------------------------------------------------------------------- run
@@ -249,8 +284,8 @@ def run_one(rt, cfg, audio: np.ndarray, tr) -> dict:
     lock = threading.Lock()
     errors: list[str] = []
 
-    def on_caption(utt, update, job_wall) -> None:
-        now = time.monotonic()
+    def on_caption(cap, update) -> None:
+        now, utt = time.monotonic(), cap.utterance
         with lock:
             m = marks.setdefault(utt, {"shown": []})
             shown = update.text if update.final else update.stable_text
@@ -349,26 +384,31 @@ def summarise(rows: list[dict], items: dict, target: str, mask_k: int | None = N
             "answers_instead_of_translating": len(ans),
             "answers_among_questions_commands": sum(items.get(r["file"], {}).get("kind") in ("question", "command")
                                                     for r in ans),
-            "answer_files": [r["file"] for r in ans]}
+            "answer_files": [r["file"] for r in ans],
+            # flagged against the spoken text, but a faithful translation of a misrecognised transcript (ASR)
+            "asr_misheard": sum(bool(r.get("answer_check", {}).get("asr_misheard")) for r in ok),
+            "asr_misheard_files": [r["file"] for r in ok if r.get("answer_check", {}).get("asr_misheard")]}
 
 
 def summaries(results: dict[str, list[dict]], items: dict, target: str) -> dict:
     """Per run method a :func:`summarise`; for an SSBD run also ``<method>_display_mask<k>`` for every k of
     :data:`MASK_KS` (the same run shown with display-only mask-k, :func:`display_variants`); NE and chrF against
-    the AR run's (``ne_vs_ar``, ``chrf_minus_ar``)."""
+    the AR run's of the same segmentation (``ne_vs_ar``, ``chrf_minus_ar``)."""
     out = {}
     for m, rows in results.items():
         out[m] = summarise(rows, items, target)
         if METHODS.get(m, {}).get("method") == "ssbd" and rows:
             for k in MASK_KS:
                 out[f"{m}_display_mask{k}"] = summarise(rows, items, target, mask_k=k)
-    ar = out.get("ar")
-    if ar:
-        for m, s in out.items():
-            if m != "ar" and ar["ne_mean"]:
-                s["ne_vs_ar"] = _r(s["ne_mean"] / ar["ne_mean"], 3) if s["ne_mean"] is not None else None
-            if m != "ar" and ar["chrf"] is not None and s["chrf"] is not None:
-                s["chrf_minus_ar"] = _r(s["chrf"] - ar["chrf"], 2)
+    for m, s in out.items():  # against the AR run of the same segmentation (ar_utterance for *_utterance runs)
+        base = "ar_utterance" if m.startswith("ssbd_utterance") and "ar_utterance" in out else "ar"
+        ar = out.get(base)
+        if not ar or m in ("ar", "ar_utterance"):
+            continue
+        if ar["ne_mean"]:
+            s["ne_vs_ar"] = _r(s["ne_mean"] / ar["ne_mean"], 3) if s["ne_mean"] is not None else None
+        if ar["chrf"] is not None and s["chrf"] is not None:
+            s["chrf_minus_ar"] = _r(s["chrf"] - ar["chrf"], 2)
     return out
 
 
@@ -387,10 +427,19 @@ def choose_mask_k(val: dict, run: str = "ssbd") -> dict:
 
 
 def expand(inputs: list[str]) -> list[Path]:
+    """Files as given; folders → their .wav/.flac files, sorted; a pattern with ``*``/``?`` → its matches, sorted
+    (for job lists run without a shell). Raises SystemExit for a missing path or a pattern with no match."""
+    import glob
+
     out: list[Path] = []
     for s in inputs:
         p = Path(s)
-        if p.is_dir():
+        if any(c in s for c in "*?"):
+            hits = sorted(Path(x) for x in glob.glob(s))
+            if not hits:
+                raise SystemExit(f"caption bench: nothing matches {s}")
+            out += hits
+        elif p.is_dir():
             out += sorted(q for q in p.iterdir() if q.suffix.lower() in (".wav", ".flac"))
         elif p.exists():
             out.append(p)
@@ -450,7 +499,7 @@ def main(argv=None) -> int:
             r["file"] = f.name
             r["source_text"] = it["text"] if it else None
             r["answers"], r["answer_check"] = answers_instead(it, it["text"] if it else r["transcript"],
-                                                               r["caption"], target)
+                                                               r["caption"], target, r["transcript"])
             results[meth].append(r)
             u = r["utterances"]
             print(f"[{meth}] {f.name}: {r['caption'][:70]!r} EOS→caption "
@@ -462,7 +511,8 @@ def main(argv=None) -> int:
     report = {"benchmark": "caption", "target_language": language_name(target),
               "files": [str(f) for f in audios], "asr_method": cfg.asr.method,
               "llm": str(rt.model(cfg.caption.model_role).path), "beta": cfg.caption.beta,
-              "mask_k": cfg.caption.mask_k, "answer_rule": answers_instead.__doc__.split("\n")[0],
+              "mask_k": cfg.caption.mask_k, "segment": cfg.caption.segment,
+              "answer_rule": answers_instead.__doc__.split("\n")[0],
               "methods": summaries(results, items, target)}
     split_of = {f.name: (items.get(f.name) or {}).get("split") for f in audios}
     splits = {sp: {m: [r for r in rows if split_of.get(r["file"]) == sp] for m, rows in results.items()}
@@ -475,7 +525,7 @@ def main(argv=None) -> int:
     out.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
     keys = ("chrf", "chrf_minus_ar", "ne_mean", "ne_vs_ar", "final_transcript_to_caption_s_p50",
             "final_transcript_to_caption_s_p90", "eos_to_final_caption_s_p90", "first_caption_s_p50",
-            "guard_triggers", "answers_instead_of_translating")
+            "guard_triggers", "answers_instead_of_translating", "asr_misheard")
     for sp, ms in [("all", report["methods"]), *report["splits"].items()]:
         for m, x in ms.items():
             print(sp, m, {k: x.get(k) for k in keys})

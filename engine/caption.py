@@ -164,7 +164,9 @@ STOPWORDS = {
               "for not do does did have has had there about from please tell".split()),
     "de": set("der die das den dem des und oder ist sind war ein eine einen einem einer nicht ich du sie wir ihr "
               "es mit für zu zum zur von vom auf im am was wie warum wann wo wer welche kannst können könnten "
-              "bitte mir mich dir dich uns sein seine auch über nach bei aus ist's gibt eines schreibe".split()),
+              "bitte mir mich dir dich uns sein seine auch über nach bei aus ist's gibt eines schreibe hat haben habe "
+              "hast wird werden noch schon sehr dass wenn aber nur kein keine mein meine dein deine diese dieser "
+              "dieses jetzt heute zwei drei".split()),
     "fr": set("le la les un une et ou est sont était de du des ne pas je tu vous nous il elle ils elles ce cette "
               "ces que qui quoi comment pourquoi quand où pour avec dans sur au aux mon ma mes votre vos ton ta "
               "peux pouvez s'il plaît une d'un l'".split()),
@@ -287,7 +289,9 @@ class FidelityGuard:
         if self.code in SUPPORTED and self.code in STOPWORDS:
             sc = language_scores(cap)
             tgt, best = sc[self.code], max(sc.items(), key=lambda kv: kv[1])
-            if (best[0] == "en" and best[1] > tgt and best[1] >= 2) or (tgt == 0 and len(words) >= 4):
+            # no target-language evidence at all only counts on a longer caption: a short one ("Rad, Lenkrad,
+            # Auto, Motor.") may hold no stop word of any language
+            if (best[0] == "en" and best[1] > tgt and best[1] >= 2) or (tgt == 0 and len(words) >= 6):
                 reasons.append(f"not_{self.code}")
         # answer cues
         src_low, cap_low = src.lower(), cap.lower()
@@ -398,8 +402,9 @@ class GuardedTranslator:
 
 
 def guarded(translator, on_trigger=None) -> GuardedTranslator:
-    """``translator`` behind the fidelity guard (unchanged if it already is)."""
-    if isinstance(translator, GuardedTranslator):
+    """``translator`` behind the fidelity guard (unchanged if it already is, or if it is a
+    :class:`SentenceTranslator`, whose inner translator is)."""
+    if isinstance(translator, (GuardedTranslator, SentenceTranslator)):
         return translator
     return GuardedTranslator(translator, on_trigger=on_trigger)
 
@@ -416,18 +421,26 @@ class CaptionLoop:
     CPU sharing (engine.cpu): while the utterance is spoken, a partial update waits out every streaming-ASR decode
     before each forward pass (``yield_to_asr``); after its end of speech and for finals it never waits.
 
+    ``specvoice caption``, the GUI's caption mode and ``specvoice bench caption`` all run their captions through
+    this loop (:func:`engine.runtime.build_translator` builds the translator).
+
     Args:
         translator: a live translator (``translate_ssbd``, ``reset``), e.g. :func:`guarded` SSBD.
-        on_caption: called as ``on_caption(utterance, update, wall)`` after each update (on the caption thread);
-            ``wall`` is the ``time.monotonic()`` the update's transcript event was received.
+        on_caption: called as ``on_caption(caption, update)`` after each update (on the caption thread):
+            ``caption`` the :class:`engine.events.Caption` to show (``source_stable`` = the ASR's committed words
+            of a partial, the whole source of a final), ``update`` the translator's
+            :class:`engine.ssbd.SSBDUpdate`.
         yield_to_asr: partial updates of an utterance still spoken pause during ASR decodes.
+        on_error: called once with a one-line message (on the caption thread) when the translator raises; the
+            loop then stops (``error`` holds the message; later events are ignored).
     """
 
-    def __init__(self, translator, on_caption, yield_to_asr: bool = True):
+    def __init__(self, translator, on_caption, yield_to_asr: bool = True, on_error=None):
         import collections
 
         self.translator = translator
         self.on_caption = on_caption
+        self.on_error = on_error
         self.error: str | None = None
         self._cond = threading.Condition()
         self._finals: collections.deque = collections.deque()
@@ -435,6 +448,7 @@ class CaptionLoop:
         self._stop = False
         self._utt = None
         self._running = None  # (utterance, text) of the partial being translated
+        self._job = None  # the job being translated
         self._cancel = threading.Event()
         self._ended: set = set()  # utterances whose end of speech was seen
         self.yield_to_asr = yield_to_asr
@@ -457,11 +471,11 @@ class CaptionLoop:
                     self._cancel.set()  # the newer partial is the one the final will most likely equal
         elif isinstance(ev, PartialTranscript) and ev.text:
             with self._cond:
-                self._partial = (ev.utterance, ev.text, False, time.monotonic())
+                self._partial = (ev.utterance, ev.text, False, time.monotonic(), ev.committed.strip())
                 self._cond.notify()
         elif isinstance(ev, FinalTranscript) and ev.text:
             with self._cond:
-                self._finals.append((ev.utterance, ev.text, True, time.monotonic()))
+                self._finals.append((ev.utterance, ev.text, True, time.monotonic(), ev.text))
                 self._partial = None
                 self._ended.discard(ev.utterance)
                 run = self._running
@@ -475,11 +489,26 @@ class CaptionLoop:
         ASR.wait_idle(cancel=self._cancel)
 
     def close(self, timeout: float | None = None) -> None:
-        """Translate the finals already queued, then end the thread."""
+        """Translate the finals already queued, then end the thread (waits at most ``timeout`` seconds)."""
         with self._cond:
             self._stop = True
             self._cond.notify()
         self._thread.join(timeout)
+
+    def abort(self) -> None:
+        """Drop the queued jobs, cut a partial in flight short, and end the thread without waiting."""
+        with self._cond:
+            self._finals.clear()
+            self._partial = None
+            self._stop = True
+            self._cancel.set()
+            self._cond.notify()
+
+    @property
+    def busy(self) -> bool:
+        """A job is queued or being translated."""
+        with self._cond:
+            return bool(self._finals) or self._partial is not None or self._job is not None
 
     def _run(self) -> None:
         while True:
@@ -494,7 +523,8 @@ class CaptionLoop:
                     return
                 self._cancel.clear()
                 self._running = None if job[2] else (job[0], job[1])
-            utt, text, final, wall = job
+                self._job = job
+            utt, text, final, wall, committed = job
             try:
                 if self._utt != utt:
                     self.translator.reset()
@@ -510,9 +540,135 @@ class CaptionLoop:
                 if not final and self._cancel.is_set():
                     self.cancelled += 1
                     continue
-                self.on_caption(utt, u, wall)
+                from .events import Caption
+
+                self.on_caption(Caption(utt, text, u.stable_text, u.tail_text, final, u.compute_s,
+                                        source_stable=committed), u)
             except Exception as e:
                 self.error = f"{type(e).__name__}: {e}"
                 with self._cond:
                     self._finals.clear()
+                    self._job = None
+                if self.on_error is not None:
+                    self.on_error(self.error)
                 return
+            finally:
+                with self._cond:
+                    self._job = None
+
+
+# -- sentence segmentation --------------------------------------------------------------------------------------
+_ABBREV = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Prof|Sr|Jr|vs|etc|e\.g|i\.e|No|Mt)\.|\b[A-Z]\.)$")
+_SENT_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=\S)")
+
+
+def split_sentences(text: str) -> list[str]:
+    """``text`` cut after each sentence end (. ! ? … and closing quotes/brackets, then whitespace); a period of a
+    common abbreviation ("Mr.", "e.g.", an initial) does not end a sentence. The pieces joined by single spaces give
+    ``text`` with its whitespace normalised; no empty piece; ``[]`` for blank text."""
+    text = " ".join(text.split())
+    out: list[str] = []
+    start = 0
+    for m in _SENT_END.finditer(text):
+        if _ABBREV.search(text[start : m.start()]):
+            continue
+        out.append(text[start : m.end()].strip())
+        start = m.end()
+    if text[start:].strip():
+        out.append(text[start:].strip())
+    return out
+
+
+class SentenceTranslator:
+    """Live translation sentence by sentence: an utterance's sentences that are already followed by another one
+    (*closed*) are translated once, to a final caption (guarded), and kept while the ASR's text of them does not
+    change; only the open (last) sentence is re-translated by the live translator on each update, SSBD drafting it
+    from its previous output. At the end of an utterance only its last sentence is left to translate, so the final
+    caption's wait grows with the last sentence, not with the utterance — and closed sentences never flicker.
+
+    The same interface as the live translators (``translate_ssbd``, ``reset``, ``stream``, ``lm``, ``target``,
+    ``guard_stats``): an update's ``tokens``/``text`` are the closed sentences' translations followed by the open
+    sentence's (texts joined by a space); ``stable_text``/``tail_text`` hide only the open sentence's masked tail.
+
+    Args:
+        inner: a live translator behind the fidelity guard (:func:`guarded`); it is :meth:`reset` at each sentence.
+    """
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.done: list[tuple[str, list[int], str]] = []  # closed sentences: (source, tokens, translation)
+        self.closed_translated = 0  # closed sentences translated (cache misses)
+        self.closed_reused = 0  # closed-sentence lookups served from the cache
+        from .ssbd import StreamStats
+
+        self.stream = StreamStats()
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["inner"], name)
+
+    def reset(self) -> None:
+        """A new utterance: no closed sentence, no draft."""
+        from .ssbd import StreamStats
+
+        self.inner.reset()
+        self.done = []
+        self.stream = StreamStats()
+
+    def translate_ssbd(self, source: str, final: bool = False, cancel: threading.Event | None = None, pause=None):
+        """One update of the utterance's text ``source`` (see the class doc). The closed sentences not yet
+        translated are translated first (final, guarded; with ``pause`` but not cancellable: the work is kept for
+        the next update); then the open sentence with ``final``/``cancel``/``pause`` as the inner translator's
+        ``translate_ssbd``. Returns an :class:`engine.ssbd.SSBDUpdate` of the whole utterance."""
+        from .ssbd import SSBDUpdate
+
+        t0 = time.perf_counter()
+        sents = split_sentences(source)
+        closed, open_ = (sents[:-1], sents[-1]) if sents else ([], "")
+        keep = 0
+        while keep < min(len(closed), len(self.done)) and same_source(self.done[keep][0], closed[keep]):
+            keep += 1
+        self.closed_reused += keep
+        stale = self.done[keep:]
+        if stale:  # the ASR revised a closed sentence: it and the ones after are translated again, each drafted
+            del self.done[keep:]  # from its old translation (SSBD verifies it under the revised source)
+            self.inner.reset()
+        draft = accepted = passes = 0
+        for j, s in enumerate(closed[keep:]):
+            if j < len(stale):
+                self._set_draft(stale[j][1])
+            u = self._inner(s, True, None, pause)
+            self.done.append((s, list(u.tokens), u.text))
+            self.closed_translated += 1
+            draft, accepted, passes = draft + u.draft, accepted + u.accepted, passes + u.forward_passes
+            self.inner.reset()
+        if open_:
+            u = self._inner(open_, final, cancel, pause)
+            o_tokens, o_text, o_stable, o_tail = list(u.tokens), u.text, u.stable_text, u.tail_text
+            draft, accepted, passes = draft + u.draft, accepted + u.accepted, passes + u.forward_passes
+        else:
+            o_tokens, o_text, o_stable, o_tail = [], "", "", ""
+        head_tokens = [t for _, toks, _ in self.done for t in toks]
+        head = " ".join(x for _, _, x in self.done if x)
+        join = lambda a, b: f"{a} {b}".strip() if a and b else (a or b)  # noqa: E731
+        text = join(head, o_text)
+        stable = join(head, o_stable)
+        tail = o_tail if not final else ""
+        out = head_tokens + o_tokens
+        nu = SSBDUpdate(source, out, text, text if final else stable, tail, draft, accepted, len(out), passes,
+                        time.perf_counter() - t0, final)
+        self.stream.updates.append(nu)
+        return nu
+
+    def _set_draft(self, tokens: list[int]) -> None:
+        """Make ``tokens`` the next draft of the innermost live translator (SSBD's ``prev``; AR has none)."""
+        t = self.inner
+        while "inner" in getattr(t, "__dict__", {}):
+            t = t.__dict__["inner"]
+        if "prev" in getattr(t, "__dict__", {}):
+            t.prev = list(tokens)
+            t._last_complete = False
+
+    def _inner(self, source: str, final: bool, cancel, pause):
+        if pause is None:
+            return self.inner.translate_ssbd(source, final=final, cancel=cancel)
+        return self.inner.translate_ssbd(source, final=final, cancel=cancel, pause=pause)

@@ -144,6 +144,9 @@ class CaptionConfig:
     beta: float = 0.2
     mask_k: int = 5
     display_only_mask: bool = True
+    # "utterance": the whole utterance is re-translated on each update (measured better: caption_segment.json);
+    # "sentence": closed sentences are translated once and kept, only the open one is re-translated
+    segment: str = "utterance"
 
 
 @dataclass(frozen=True)
@@ -359,6 +362,9 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
                        "intermediate translation (Arivazhagan et al. 2020b; SSBD Table 4)."),
     "caption.display_only_mask": ("Display-only mask-k", "On: keep the last k tokens in the draft but hide them "
                                   "on screen (SSBD's proposal). Off: trim them from the draft (classic mask-k)."),
+    "caption.segment": ("Translate by", "utterance = the whole utterance is re-translated on every update "
+                        "(default); sentence = a finished sentence is translated once and kept, only the last one is "
+                        "re-translated (steadier captions, but not sooner on two cores: see the README)."),
     "caption.target_language": ("Target language", "Language of the live translation, a code or English name: "
                                 "de/German, fr/French, es/Spanish (few-shot framing and the fidelity guard's "
                                 "language check), or it, pt, nl, zh, ja, ru, pl, tr (no language check)."),
@@ -423,6 +429,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "llm.answer_method": ("predgen", "cascade"),
     "llm.predgen_verifier": ("greedy", "top_k", "reflection", "biased"),
     "caption.method": ("ssbd", "ar"),
+    "caption.segment": ("sentence", "utterance"),
     "tts.engine": ("piper", "codec"),
     "tts.codec_method": ("pcg", "sd", "ssd", "ar"),
     "duplex.end_of_turn": ("vad", "smart_turn"),

@@ -279,7 +279,8 @@ def build_assistant(cfg: Config, rt: Runtime, emit):
 def build_translator(cfg: Config, rt: Runtime, target: str, on_trigger=None):
     """The live translator per ``cfg.caption.method``: SSBD (previous translation as the draft) or the AR
     re-translation baseline, into ``target`` (a language code or name), wrapped in the caption fidelity guard
-    (:func:`engine.caption.guarded`; ``on_trigger(event)`` is told each re-translation).
+    (:func:`engine.caption.guarded`; ``on_trigger(event)`` is told each re-translation), and translating sentence
+    by sentence (:class:`engine.caption.SentenceTranslator`) when ``caption.segment`` is "sentence".
 
     Raises:
         ConfigError: an unknown ``caption.method``.
@@ -291,7 +292,7 @@ def build_translator(cfg: Config, rt: Runtime, target: str, on_trigger=None):
     c = cfg.caption
     if c.method not in ("ssbd", "ar"):
         raise ConfigError(f"caption.method must be 'ssbd' or 'ar', got {c.method!r}")
-    from .caption import guarded
+    from .caption import SentenceTranslator, guarded
 
     lm = rt.llm(c.model_role)
     if c.method == "ssbd":
@@ -299,4 +300,7 @@ def build_translator(cfg: Config, rt: Runtime, target: str, on_trigger=None):
     else:
         t = ARRetranslator(lm, target, c.max_tokens, mask_k=c.mask_k if c.display_only_mask else 0)
     # every final caption passes the fidelity guard: one that answers instead of translating is re-translated
-    return guarded(t, on_trigger)
+    t = guarded(t, on_trigger)
+    if c.segment not in ("sentence", "utterance"):
+        raise ConfigError(f"caption.segment must be 'sentence' or 'utterance', got {c.segment!r}")
+    return SentenceTranslator(t) if c.segment == "sentence" else t

@@ -292,7 +292,7 @@ def test_a_failing_translator_ends_the_caption_worker_with_an_error(qtbot, monke
         def reset(self):
             pass
 
-        def translate_ssbd(self, text, final=False):
+        def translate_ssbd(self, text, final=False, cancel=None, pause=None):
             raise RuntimeError("translator exploded")
 
     monkeypatch.setattr(engine.runtime, "build_translator", lambda cfg, rt, target: Broken())

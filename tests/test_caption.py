@@ -88,6 +88,10 @@ def test_guard_falls_back_to_ar_on_an_answer(qwen_small, monkeypatch):
     ("I'll be in the office at noon.", "Ich werde mittags im Büro sein.", True),  # the source opens so
     ("Describe 5 key principles of an argument.", "Beschreibe drei Schlüsselprinzipien eines Arguments.", False),
     ("Describe 5 key principles of an argument.", "Beschreibe fünfzig Schlüsselprinzipien eines Arguments.", False),
+    ("David has three sisters.", "David hat drei Schwestern.", True),  # short sentences: few stop words
+    ("Tire, steering wheel, car, engine.", "Reifen, Lenkrad, Auto, Motor.", True),
+    ("What is the name of the capital city of Australia today?", "What is the name of the capital of Australia?",
+     False),  # left in English
 ])
 def test_guard_verdicts(source, caption, ok):
     assert FidelityGuard("de").verdict(source, caption).ok is ok
@@ -134,7 +138,7 @@ def test_caption_loop_finals_first_newest_partial_only():
     from engine.events import FinalTranscript, PartialTranscript
 
     tr, shown = _Echo(), []
-    loop = CaptionLoop(tr, lambda utt, u, wall: shown.append((utt, u.text, u.final)))
+    loop = CaptionLoop(tr, lambda c, u: shown.append((c.utterance, u.text, u.final)))
     loop.on_event(PartialTranscript(0, "a", "", 0.5, 0.0))  # taken at once; the thread blocks on the gate
     time.sleep(0.2)
     for text in ("a b", "a b c"):
@@ -176,7 +180,7 @@ def test_caption_loop_final_cancels_the_partial_in_flight():
     from engine.events import FinalTranscript, PartialTranscript
 
     tr, shown = _Slow(), []
-    loop = CaptionLoop(tr, lambda utt, u, wall: shown.append((u.text, u.final)))
+    loop = CaptionLoop(tr, lambda c, u: shown.append((u.text, u.final)))
     loop.on_event(PartialTranscript(0, "a b", "", 0.5, 0.0))
     assert tr.gate.wait(5)  # the partial is being translated
     t0 = time.monotonic()
@@ -200,7 +204,7 @@ def test_caption_loop_lets_the_partial_of_the_final_text_finish():
     from engine.events import FinalTranscript, PartialTranscript
 
     tr, shown = _Finite(), []
-    loop = CaptionLoop(tr, lambda utt, u, wall: shown.append((u.text, u.final)))
+    loop = CaptionLoop(tr, lambda c, u: shown.append((u.text, u.final)))
     loop.on_event(PartialTranscript(0, "a b ", "c", 0.5, 0.0))
     time.sleep(0.2)
     loop.on_event(FinalTranscript(0, "a  b c", (), 0.0, 1.0))  # the same words: the partial is not cancelled
@@ -246,7 +250,7 @@ def test_caption_loop_end_of_speech_starts_the_last_partial():
             return SSBDUpdate(source, [], source, source, "", 0, 0, 0, 0, 0.0, final)
 
     tr, shown = Rec(), []
-    loop = CaptionLoop(tr, lambda utt, u, wall: shown.append((u.text, u.final)))
+    loop = CaptionLoop(tr, lambda c, u: shown.append((u.text, u.final)))
     loop.on_event(PartialTranscript(0, "a", "", 0.5, 0.0))
     assert tr.gate.wait(5)
     loop.on_event(PartialTranscript(0, "a b c", "", 1.0, 0.0))
@@ -260,3 +264,47 @@ def test_caption_loop_end_of_speech_starts_the_last_partial():
     assert time.monotonic() - t0 < 5 and loop.cancelled == 1
     assert tr.jobs == [("a", False, True), ("a b c", False, False), ("a b c", True, False)], tr.jobs
     assert shown == [("a b c", False), ("a b c", True)]
+
+
+def test_split_sentences():
+    from engine.caption import split_sentences
+
+    assert split_sentences("Hello there.  How are you?") == ["Hello there.", "How are you?"]
+    assert split_sentences('Mr. Smith said "hi." Then he left') == ['Mr. Smith said "hi."', "Then he left"]
+    assert split_sentences("It costs 3.5 dollars, e.g. a coffee. OK") == ["It costs 3.5 dollars, e.g. a coffee.", "OK"]
+    assert split_sentences("   ") == [] and split_sentences("no end yet") == ["no end yet"]
+
+
+def test_sentence_translator_keeps_closed_sentences_and_translates_only_the_open_one(qwen_small):
+    """caption.segment = sentence: a sentence followed by another is translated once (a final, guarded caption) and
+    reused while the ASR's text of it stays; the final update translates only the last sentence; a revised
+    closed sentence is translated again. The closed sentence's caption equals translating it alone."""
+    from engine.caption import SentenceTranslator
+
+    first, second = "The children are playing in the park.", "Where is my red bicycle?"
+    tr = SentenceTranslator(guarded(SSBDTranslator(qwen_small, "de", max_tokens=48, beta=0.2, mask_k=3)))
+    tr.translate_ssbd("The children are playing")
+    u = tr.translate_ssbd(f"{first} Where is")
+    assert tr.closed_translated == 1 and len(tr.done) == 1
+    alone = guarded(SSBDTranslator(qwen_small, "de", max_tokens=48)).translate_ssbd(first, final=True).text
+    assert tr.done[0][2] == alone and u.stable_text.startswith(alone)
+    n = tr.inner.session.n_eval
+    fin = tr.translate_ssbd(f"{first}  {second}", final=True)
+    assert tr.closed_translated == 1 and tr.closed_reused >= 1  # the first sentence was not translated again
+    assert fin.final and fin.text.startswith(alone + " ") and fin.text.rstrip().endswith("?"), fin.text
+    assert _german(fin.text[len(alone):]), fin.text
+    assert tr.inner.guard_stats.checked == 2  # each sentence's final caption passed the guard
+    assert fin.forward_passes == tr.inner.session.n_eval - n  # only the open sentence's work
+    # the ASR revised the first sentence: it is translated again
+    tr.translate_ssbd(f"The children are praying in the park. {second}", final=False)
+    assert tr.closed_translated == 2 and tr.done[0][0].startswith("The children are praying")
+    tr.reset()
+    assert tr.done == [] and tr.stream.updates == []
+
+
+def test_caption_segment_config():
+    from engine.config import Config, ConfigError, validate
+
+    validate(Config().with_overrides({"caption": {"segment": "utterance"}}))
+    with pytest.raises(ConfigError, match="segment"):
+        validate(Config().with_overrides({"caption": {"segment": "word"}}))

@@ -161,7 +161,7 @@ def test_caption_worker_error_ends_the_run_with_one_line(tmp_path, jfk_path, mon
         def reset(self):
             pass
 
-        def translate_ssbd(self, text, final=False):
+        def translate_ssbd(self, text, final=False, cancel=None, pause=None):
             raise RuntimeError("translator exploded")
 
     monkeypatch.setattr(engine.runtime, "build_translator", lambda cfg, rt, target, on_trigger=None: Broken())
