@@ -283,14 +283,21 @@ class Conversation:
         self._heard = True
 
     def on_speech_start(self) -> bool:
-        """Barge-in. Returns True if an answer was interrupted."""
+        """Barge-in, or the user going on after a pause. The answer being generated or spoken is stopped; if none
+        of its audio was heard yet, its text and any final transcripts still queued are held and prefixed to the
+        next final transcript (the user was still talking: one turn, answered once, not over them). Returns True
+        if an answer was interrupted."""
         with self._cv:
-            if self._busy != "answer":
-                return False
-            self._cancel.set()
-            if not self._heard and self._current is not None:
-                self.pending_text = self._current[1] + " "  # nothing heard yet: the user was still talking
-            return True
+            held = [t for _, t in self._finals]  # queued, not answered yet: the user speaks again first
+            self._finals.clear()
+            interrupted = self._busy == "answer"
+            if interrupted:
+                self._cancel.set()
+                if not self._heard and self._current is not None:
+                    held.insert(0, self._current[1])  # nothing heard yet: the user was still talking
+            if held:
+                self.pending_text = " ".join(held + [self.pending_text.strip()]).strip() + " "
+            return interrupted
 
     def idle(self) -> bool:
         with self._cv:

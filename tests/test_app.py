@@ -381,19 +381,49 @@ def test_a_window_closed_while_loading_gets_no_load_result(qtbot, tmp_path, stor
     w2.close()
 
 
+def close_pauses(x, keep_s=0.1, rel_db=-35.0):
+    """``x`` (16 kHz) with every silent run inside its speech (10 ms frames below ``rel_db`` of the loudest) longer
+    than ``keep_s`` shortened to ``keep_s``: the same words said without a pause."""
+    import numpy as np
+
+    hop = 160
+    n = len(x) // hop
+    rms = np.sqrt(np.mean(np.asarray(x[: n * hop], np.float64).reshape(n, hop) ** 2, 1))
+    silent = rms <= rms.max() * 10 ** (rel_db / 20)
+    voiced = np.nonzero(~silent)[0]
+    keep, parts, prev, i = int(round(keep_s * 100)), [], 0, voiced[0]
+    while i <= voiced[-1]:
+        if not silent[i]:
+            i += 1
+            continue
+        j = i
+        while silent[j]:
+            j += 1
+        if j - i > keep:  # keep the middle keep_s of the run
+            a = i + (j - i - keep) // 2
+            parts.append(x[prev * hop: a * hop])
+            prev = a + keep
+        i = j
+    parts.append(x[prev * hop:])
+    return np.concatenate(parts)
+
+
 class SimulatedRoom:
     """A loudspeaker and a microphone in one simulated room — a stand-in for the sound card, not for any model.
 
     The player side follows ``audio.playback.Player`` (``available``, ``play``/``stop``/``wait``/``close``, the
     ``idle`` event, ``reference`` called with every block as played, silence included). The microphone
     (:meth:`mic`, an AudioSource paced at real time, 0.1 s blocks) hears what was played through a room (80 ms delay,
-    a decaying noise tail, gain 0.5) plus the user's script: the question at 0.5 s, then the interruption
-    ``interrupt_after_s`` after the first answer audio was played, then ``tail_s`` of room noise."""
+    a decaying noise tail, gain 0.5) plus the user's script: the question at 0.5 s, then the interruption once
+    ``interrupt_after_s`` of answer audio was played and at least ``talking_on_s`` more is queued (the user talks
+    over the assistant while it speaks, not into a gap between two synthesised pieces), then ``tail_s`` of room
+    noise."""
 
     available = True
     SR = 16000
 
-    def __init__(self, question, interruption, interrupt_after_s=1.2, tail_s=5.0, delay_ms=80, gain=0.5):
+    def __init__(self, question, interruption, interrupt_after_s=4.0, talking_on_s=1.0, tail_s=5.0, delay_ms=80,
+                 gain=0.5):
         import threading
 
         import numpy as np
@@ -405,7 +435,7 @@ class SimulatedRoom:
         h[0] = 1.0
         self.ir = np.concatenate([np.zeros(int(delay_ms * self.SR / 1000)), h]) * gain
         self.question, self.interruption = question, interruption
-        self.interrupt_after, self.tail = interrupt_after_s, tail_s
+        self.interrupt_after, self.talking_on, self.tail = interrupt_after_s, talking_on_s, tail_s
         self.lock = threading.Lock()
         self.q = np.zeros(0, np.float32)
         self.idle = threading.Event()
@@ -415,7 +445,10 @@ class SimulatedRoom:
         self.output_latency_s = 0.0
         self.stops = 0
         self.cut = 0  # stops that dropped queued answer audio
+        self.cuts = []  # such stops: (audio time of the microphone block then captured, s; answer audio dropped, s)
+        self.now = 0.0  # audio time of the microphone block being captured, s
         self.answer_on = None  # audio time the first answer sample was played, s
+        self.answer_played = 0.0  # answer audio played so far, s
         self.interrupt_on = None  # audio time the interruption starts, s
         self.noise = rng.standard_normal(60 * self.SR).astype(np.float32) * 3e-4
 
@@ -435,6 +468,8 @@ class SimulatedRoom:
 
         with self.lock:
             self.cut += int(len(self.q) > 0)
+            if len(self.q):
+                self.cuts.append((self.now, len(self.q) / self.SR))
             self.q = np.zeros(0, np.float32)
             self.idle.set()
             self.stops += 1
@@ -467,17 +502,22 @@ class SimulatedRoom:
                 user[q0:q0 + len(room.question)] = room.question
                 t0, i, end = time.monotonic(), 0, None
                 while not self._stop.is_set() and i + block <= len(user):
+                    room.now = i / sr
                     with room.lock:
                         far = np.zeros(block, np.float32)
                         m = min(block, len(room.q))
                         far[:m] = room.q[:m]
                         room.q = room.q[m:]
+                        queued = len(room.q) / sr
                         if not len(room.q):
                             room.idle.set()
                     if m and room.answer_on is None:
                         room.answer_on = i / sr
                         room.first_sample_wall = time.monotonic()
-                        u = int((i / sr + room.interrupt_after) * sr)
+                    room.answer_played += m / sr
+                    if room.interrupt_on is None and room.answer_played >= room.interrupt_after and \
+                            queued >= room.talking_on:
+                        u = i + block  # from the next block on
                         user[u:u + len(room.interruption)] = room.interruption[: len(user) - u]
                         room.interrupt_on = u / sr
                         end = u + len(room.interruption) + int(room.tail * sr)
@@ -506,9 +546,9 @@ def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, sma
     own voice neither starts an utterance nor interrupts it; the user's interruption stops it (barge-in on the
     capture thread), the window shows who is talking, and the latency panel shows the end-of-turn decision.
 
-    The interruption comes 1.2 s into the session's first answer, while AEC3 is still converging: then the
-    barge-in detector takes only speech well above the echo, so the loudspeaker is set farther from the
-    microphone than the user (echo gain 0.2 instead of 0.5)."""
+    The interruption comes once 4 s of the session's first answer were played, while it goes on (as a user
+    interrupts), so after the barge-in detector's 3 s warm-up (AEC3 converging, when it takes only speech well above
+    the echo); the echo (gain 0.5, the answer's peaks near full scale) is about as loud as the user (peak 0.4)."""
     import threading
 
     import numpy as np
@@ -519,11 +559,15 @@ def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, sma
     from bench.duplex_bench import speech_span
 
     tts = runtime.tts()
-    question = load_audio(QUESTION)
+    # the question as one turn: the recording pauses 0.26 s between its two sentences, long enough for Smart Turn
+    # to be asked (0.2 s) and to end the turn after the first; the answer to that can then start while the second
+    # is still spoken (when its speech start reaches the assistant before the first's final) — not this test's
+    # subject, so the pauses are cut to 0.1 s
+    question = close_pauses(load_audio(QUESTION))
     question = question * (0.4 / np.abs(question).max())
     stop_it = resample(tts.synthesize("Hold on, can you repeat the last part?"), tts.sample_rate, 16000)
     stop_it = stop_it * (0.4 / np.abs(stop_it).max())
-    room = SimulatedRoom(question.astype(np.float32), stop_it.astype(np.float32), gain=0.2)
+    room = SimulatedRoom(question.astype(np.float32), stop_it.astype(np.float32))
 
     gui_threads = set()
 
@@ -556,15 +600,19 @@ def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, sma
         w.handsfree.setChecked(True)
     assert seen["aec"] == [True] and w.m_aec.text().startswith("on")
     assert room.answer_on is not None, seen["final"]  # the answer played
+    assert room.interrupt_on is not None, (room.answer_played, seen["final"])  # and went on long enough
     onset = room.interrupt_on + speech_span(stop_it)[0]
     # the echo of the answer started no utterance: every final lies in the question or in the interruption
     for text, t0, t1 in seen["final"]:
         assert t1 <= room.answer_on + 0.3 or t1 >= onset, (text, t0, t1, room.answer_on, onset)
     assert any("repeat" in text.lower() for text, _, _ in seen["final"]), seen["final"]
-    # barged in by the user only, soon after the onset; playback was stopped and the answer marked interrupted
+    # barged in by the user only, soon after the onset; the barge-in stopped playback, dropping the answer audio still
+    # queued (the answer is not marked interrupted: 4 s into its playback its text and audio were all produced, and
+    # AnswerDone's flag reports a cancelled generation, not a cut playback)
     assert seen["barge"] and onset <= seen["barge"][0][0] <= onset + 1.2, (seen["barge"], onset)
     assert all(t >= onset for t, _ in seen["barge"]), seen["barge"]
-    assert room.cut >= 1 and True in seen["done"]
+    t_barge = seen["barge"][0][0]
+    assert any(t_barge - 0.3 <= t <= t_barge + 0.1 for t, _ in room.cuts), (room.cuts, t_barge, seen["done"])
     assert w.barge_ins == len(seen["barge"]) and w.m_barge.text().startswith(f"{len(seen['barge'])}×")
     # who is talking: the assistant while it played, both when the user spoke over it (the user's VAD events come
     # through the ASR thread, so under load they may lag the playback state); nobody at the end

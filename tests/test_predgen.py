@@ -294,3 +294,45 @@ def test_predgen_acceptance_goes_through_the_core(pg_factory, monkeypatch):
     monkeypatch.setattr(V, "greedy", lambda rows, draft: V.Verdict(len(draft), int(np.argmax(rows[len(draft)]))))
     broken = pg.finish(final).answer_tokens
     assert broken[: len(stale)] == stale and broken != ref
+
+
+def test_conversation_holds_a_queued_final_when_the_user_goes_on():
+    """The user speaks again before the previous final transcript was answered: that final is held and answered
+    together with the next one (one turn), never answered over the user; an answer already heard is not repeated."""
+    from engine.assistant import Conversation
+
+    class Recorder:  # the job policy only: Conversation calls answer/speculate/emit
+        def __init__(self):
+            self.answers, self.gate = [], threading.Event()
+
+        def answer(self, utterance, text, cancel):
+            self.gate.wait(10)
+            self.answers.append((utterance, text, cancel.is_set()))
+            return text, None
+
+        def speculate(self, utterance, text, cancel):
+            pass
+
+        def emit(self, ev):
+            pass
+
+    a = Recorder()
+    conv = Conversation(a)
+    conv.on_final(0, "What is the capital")  # taken at once: the answer waits on the gate
+    time.sleep(0.2)
+    conv.on_final(1, "of France")  # queued behind it
+    assert conv.on_speech_start()  # the user goes on: the answer in flight is stopped, nothing was heard
+    conv.on_final(2, "and of Spain?")
+    a.gate.set()
+    assert conv.wait_idle(10)
+    conv.close()
+    assert a.answers == [(0, "What is the capital", True), (2, "What is the capital of France and of Spain?", False)]
+    # heard answers are not held again
+    b = Recorder()
+    b.gate.set()
+    conv = Conversation(b)
+    conv.on_final(0, "Hello")
+    assert conv.wait_idle(10)
+    conv.mark_heard()
+    assert not conv.on_speech_start() and conv.pending_text == ""
+    conv.close()
