@@ -333,9 +333,9 @@ def cmd_assist(args, cfg, rt, printer, live: Live) -> dict:
     conv = Conversation(assistant, on_metrics)
 
     if args.mic and player.available:  # speaker on: cancel the assistant's own voice before VAD and ASR
-        def on_barge_in(t: float) -> None:
-            if conv.on_speech_start():
-                player.stop()
+        def on_barge_in(t: float) -> None:  # the user talks over the answer: stop it, keep what was heard
+            conv.on_speech_start()
+            conv.on_playback_cut(player.stop())
 
         live.source, sink = rt.echo_source(live.source, on_barge_in)
         if sink is not None:
@@ -382,8 +382,10 @@ def cmd_assist(args, cfg, rt, printer, live: Live) -> dict:
 
     def on_event(ev):
         if isinstance(ev, SpeechStarted):
-            if conv.on_speech_start():
-                player.stop()
+            conv.on_speech_start()  # the user speaks: the answer (generated or still playing) stops
+            dropped = player.stop()
+            if dropped:
+                conv.on_playback_cut(dropped)
         elif isinstance(ev, PartialTranscript):
             conv.on_partial(ev.utterance, ev.text)
         elif isinstance(ev, FinalTranscript):

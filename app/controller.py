@@ -91,6 +91,11 @@ SPEAKERS = ("", "user", "assistant", "both")  # values of EngineController.speak
 BOTH_HOLD_S = 0.5  # "both" stays on this long after a barge-in (playback stops at once), s
 
 
+def _seconds(x) -> float:
+    """A player's ``stop()`` result as seconds dropped (players that cannot tell return None: 0.0)."""
+    return float(x) if isinstance(x, (int, float)) else 0.0
+
+
 class EngineController(QObject):
     """Owns the runtime and the running session; everything it reports arrives as signals."""
 
@@ -247,6 +252,12 @@ class EngineController(QObject):
     def interrupt_answer(self) -> None:
         if self._conv is not None:
             self._conv.on_speech_start()
+
+    def playback_cut(self, dropped_s) -> None:
+        """The window's player stopped an answer with ``dropped_s`` seconds never played (a float, or None when the
+        player cannot tell): the conversation history keeps what the user heard."""
+        if self._conv is not None and _seconds(dropped_s):
+            self._conv.on_playback_cut(_seconds(dropped_s))
 
     def _run(self, opts: SessionOptions, stop: threading.Event) -> None:
         """The session thread: ends on any exception with an ``error`` signal, always emits ``session_ended``."""
@@ -407,7 +418,7 @@ class EngineController(QObject):
                 talk["user"] = True
                 talk["barge_in"] = time.monotonic()
                 conv.on_speech_start()
-                player.stop()
+                conv.on_playback_cut(_seconds(player.stop()))  # the history keeps what the user heard
                 bi = getattr(source, "barge_in", None)
                 self.barge_in.emit(float(t), getattr(bi, "last_path", None) or "")
 

@@ -330,7 +330,7 @@ class MainWindow(QMainWindow):
     def stop_answer(self) -> None:
         self.ctl.interrupt_answer()
         if self.player is not None:
-            self.player.stop()
+            self.ctl.playback_cut(self.player.stop())
 
     def _ensure_player(self) -> None:
         from audio.playback import NullPlayer, open_player
@@ -371,7 +371,7 @@ class MainWindow(QMainWindow):
     @_live
     def _on_speech_started(self, utt: int) -> None:
         if self.player is not None:
-            self.player.stop()  # barge-in
+            self.ctl.playback_cut(self.player.stop())  # barge-in: the history keeps what was heard
 
     @_live
     def _on_answer_sentence(self, utt: int, index: int, text: str) -> None:

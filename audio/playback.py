@@ -34,8 +34,9 @@ class NullPlayer:
         if self.first_sample_wall is None and len(samples):
             self.first_sample_wall = time.monotonic()
 
-    def stop(self) -> None:
-        pass
+    def stop(self) -> float:
+        """Nothing is queued: 0.0 seconds dropped."""
+        return 0.0
 
     def wait(self, timeout: float | None = None) -> None:
         pass
@@ -108,15 +109,17 @@ class Player:
         self.idle.clear()
         self.q.put(np.asarray(samples, np.float32))
 
-    def stop(self) -> None:
-        """Barge-in: drop everything queued."""
+    def stop(self) -> float:
+        """Barge-in: drop everything queued. Returns the seconds of audio dropped (never played)."""
+        dropped = len(self.buf)
         while not self.q.empty():
             try:
-                self.q.get_nowait()
+                dropped += len(self.q.get_nowait())
             except queue.Empty:
                 break
         self.buf = np.zeros(0, np.float32)
         self.idle.set()
+        return dropped / self.sr
 
     def wait(self, timeout: float | None = None) -> None:
         self.idle.wait(timeout)

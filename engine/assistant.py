@@ -65,6 +65,7 @@ class Assistant:
         self.max_tokens = max_tokens
         self.emit = emit
         self.chat = ChatHistory(lm, max_tokens=max_tokens, max_turns=max_history_turns)
+        self.spoken: list[tuple[str, float]] = []  # the current answer's synthesised sentences: (text, seconds)
 
     @property
     def history(self) -> list[dict[str, str]]:
@@ -92,6 +93,7 @@ class Assistant:
         """
         cancel = cancel or threading.Event()
         m = AnswerMetrics(start_wall=time.monotonic())
+        self.spoken = []
         tts_q: queue.Queue = queue.Queue(maxsize=64)  # sentences waiting for TTS; never dropped (put waits)
         tts_thread = threading.Thread(target=self._tts_worker, args=(utterance, tts_q, m, cancel), daemon=True,
                                       name="tts")
@@ -154,7 +156,28 @@ class Assistant:
             if m.first_audio_wall is None:
                 m.first_audio_wall = time.monotonic()
             m.audio_s += len(audio) / self.tts.sample_rate
+            self.spoken.append((text, len(audio) / self.tts.sample_rate))
             self.emit(AnswerAudio(utterance, index, np.asarray(audio, np.float32), self.tts.sample_rate))
+
+    def keep_heard(self, dropped_s: float) -> str | None:
+        """Barge-in after (part of) the last answer was spoken: playback dropped ``dropped_s`` seconds of its
+        synthesised audio, so the conversation history keeps only the sentences whose audio had started playing —
+        what the user heard (a sentence cut short counts as heard). Call it once the answer is in the history.
+        Returns the kept answer text (None: nothing to change — all of it was heard, or none of it: then the
+        turn stays as generated)."""
+        total = sum(d for _, d in self.spoken)
+        heard_s = total - max(0.0, dropped_s)
+        kept, t = [], 0.0
+        for text, d in self.spoken:
+            if t >= heard_s - 1e-3:
+                break
+            kept.append(text)
+            t += d
+        turns = self.chat.turns
+        if not kept or len(kept) == len(self.spoken) or len(turns) < 2 or turns[-1]["role"] != "assistant":
+            return None
+        turns[-1] = {"role": "assistant", "content": " ".join(s.strip() for s in kept)}
+        return turns[-1]["content"]
 
 
 class PredGenAssistant(Assistant):
@@ -193,6 +216,7 @@ class PredGenAssistant(Assistant):
         m = AnswerMetrics(start_wall=time.monotonic(), speculative_updates=self.updates_this_turn,
                           steps=list(self.pg.steps))
         self.updates_this_turn = 0
+        self.spoken = []
         tts_q: queue.Queue = queue.Queue(maxsize=64)  # sentences waiting for TTS; never dropped (put waits)
         tts_thread = threading.Thread(target=self._tts_worker, args=(utterance, tts_q, m, cancel), daemon=True,
                                       name="tts")
@@ -210,6 +234,7 @@ class PredGenAssistant(Assistant):
                 self.emit(AnswerSentence(utterance, 0, text))
                 m.first_audio_wall = time.monotonic()
                 m.audio_s += len(audio) / self.tts.sample_rate
+                self.spoken.append((text, len(audio) / self.tts.sample_rate))
                 self.emit(AnswerAudio(utterance, 0, np.asarray(audio, np.float32), self.tts.sample_rate))
             else:
                 self._sentence(utterance, index, text, m, tts_q)
@@ -252,6 +277,7 @@ class Conversation:
         self._heard = False  # the current answer's audio reached the user
         self.pending_text = ""
         self._current: tuple[int, str] | None = None  # the (utterance, text) being answered
+        self._cut: float | None = None  # seconds of the answer's audio a barge-in dropped, applied at its end
         self._thread = threading.Thread(target=self._run, name="answer", daemon=True)
         self._thread.start()
 
@@ -299,6 +325,18 @@ class Conversation:
                 self.pending_text = " ".join(held + [self.pending_text.strip()]).strip() + " "
             return interrupted
 
+    def on_playback_cut(self, dropped_s: float) -> None:
+        """Playback was stopped by a barge-in with ``dropped_s`` seconds of answer audio never played: the history
+        keeps what the user heard (:meth:`Assistant.keep_heard`), now or when the answer in flight ends."""
+        with self._cv:
+            if self._busy == "answer":
+                self._cut = dropped_s
+                return
+        try:
+            self.a.keep_heard(dropped_s)
+        except Exception as e:  # the history is a convenience: never let it take the session down
+            self.a.emit(Error("llm", f"history update failed: {type(e).__name__}: {e}"))
+
     def idle(self) -> bool:
         with self._cv:
             return not self._busy and not self._finals and self._partial is None
@@ -343,6 +381,10 @@ class Conversation:
             try:
                 if self._busy == "answer":
                     _, m = self.a.answer(job[0], job[1], cancel)
+                    with self._cv:
+                        cut, self._cut = self._cut, None
+                    if cut is not None:
+                        self.a.keep_heard(cut)
                     if self.on_metrics:
                         self.on_metrics(job[0], job[1], m)
                 else:

@@ -336,3 +336,31 @@ def test_conversation_holds_a_queued_final_when_the_user_goes_on():
     conv.mark_heard()
     assert not conv.on_speech_start() and conv.pending_text == ""
     conv.close()
+
+
+@pytest.mark.parametrize("kind", ["cascade", "predgen"])
+def test_barge_in_keeps_only_what_was_heard_in_the_history(qwen_small, runtime, kind):
+    """Playback stopped by a barge-in with the second sentence's audio (and later ones) never played: the history's
+    answer is the first sentence only; with nothing dropped, or all of it, the history keeps the answer as
+    generated (real Qwen 0.5B and Piper)."""
+    from engine.assistant import Assistant, Conversation, PredGenAssistant
+    from engine.events import AnswerAudio
+
+    events = []
+    cls = Assistant if kind == "cascade" else PredGenAssistant
+    a = cls(qwen_small, runtime.tts(), "Answer in three short sentences.", max_tokens=60, emit=events.append)
+    conv = Conversation(a)
+    conv.on_final(0, "Tell me three facts about the moon.")
+    assert conv.wait_idle(timeout=120)
+    full = a.history[-1]["content"]
+    audio = [e for e in events if isinstance(e, AnswerAudio)]
+    assert len(a.spoken) == len(audio) >= 2, (full, a.spoken)
+    first, d0 = a.spoken[0]
+    rest = sum(d for _, d in a.spoken[1:])
+    conv.on_playback_cut(0.0)  # all of it was heard
+    assert a.history[-1]["content"] == full
+    conv.on_playback_cut(rest + d0)  # none of it: kept as generated
+    assert a.history[-1]["content"] == full
+    conv.on_playback_cut(rest)  # the first sentence played, the rest dropped
+    assert a.history[-1]["content"] == first.strip() and a.history[-2]["content"].startswith("Tell me")
+    conv.close()
