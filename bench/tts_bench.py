@@ -4,7 +4,13 @@ PCG at θ ∈ {0.38, 0.42, 0.45} (pcg_tts.txt Table 1), one run, the same held-o
 Per method: codec tokens/s, speed-up vs target-only, acceptance rate, mean accepted length per round, target and
 draft passes, real-time factor of token generation (and with the Griffin-Lim vocoder), and WER/CER of the audio
 transcribed by the Whisper target (faster-whisper base, greedy without temperature fallback, each clip on its own;
-corpus-level WER/CER over the sentences after Whisper's English normalisation).
+corpus-level WER/CER over the sentences after Whisper's English normalisation); ``pass_ms``: the wall time of the
+model passes as they ran (role → tokens per pass → [passes, mean ms]).
+
+``verification_cost``: one KV-cached target pass over k = 1, 2, 4, 8 new tokens and one draft step, isolated
+(context 100), on the engine's runtime (ONNX Runtime, ``--threads``), also with the other thread count and on the
+eager torch module (the reference implementation), plus the GFLOP/s of the target's linear layers per batch size
+for torch (MKL) and ONNX Runtime (MLAS) (``matmul``).
 
 Sentences: Multi30k test 2017 (never used to train the codec TTS), default 100. Also the Piper teacher's own audio
 is transcribed the same way as the intelligibility ceiling.
@@ -53,6 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--stages", action="store_true", help="per-stage intelligibility instead of the sampler sweep")
     ap.add_argument("--only", default="", help="--stages: a comma-separated subset of the stages")
     ap.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the engine's)")
+    ap.add_argument("--threads", type=int, default=1, help="codec LM inference threads (target session)")
     ap.add_argument("--centroid-render", action="store_true",
                     help="render codes with their centroid spectra, not the learned decoder (decoder.safetensors)")
     a = ap.parse_args(argv)
@@ -69,7 +76,7 @@ def main(argv=None) -> int:
     from engine.pcg import CodecTTS
 
     cfg = load_config()
-    tts = CodecTTS(lookahead=a.lookahead, cache_dir=cfg.cache_dir())
+    tts = CodecTTS(lookahead=a.lookahead, cache_dir=cfg.cache_dir(), threads=a.threads)
     if a.temperature is not None:
         tts.temperature = a.temperature
     if a.centroid_render:
@@ -87,6 +94,7 @@ def main(argv=None) -> int:
         agg = {"tokens": 0, "rounds": 0, "drafted": 0, "accepted": 0, "target_passes": 0, "draft_passes": 0,
                "seconds": 0.0}
         lens: list[int] = []
+        passes: dict = {}  # role → tokens per pass → [passes, seconds]
         clips = []
         t_voc = 0.0
         for x in ids:
@@ -94,6 +102,11 @@ def main(argv=None) -> int:
             for k in agg:
                 agg[k] += getattr(st, k)
             lens += st.accepted_lengths
+            for role, by_size in getattr(st, "passes", {}).items():
+                for size, (n_p, sec) in by_size.items():
+                    acc_p = passes.setdefault(role, {}).setdefault(size, [0, 0.0])
+                    acc_p[0] += n_p
+                    acc_p[1] += sec
             t0 = time.perf_counter()
             clips.append(tts.codec.decode(toks))
             t_voc += time.perf_counter() - t0
@@ -103,7 +116,10 @@ def main(argv=None) -> int:
                       "acceptance_rate": round(agg["accepted"] / agg["drafted"], 4) if agg["drafted"] else None,
                       "mean_accepted_length": round(float(np.mean(lens)), 3) if lens else None,
                       "rtf_tokens": round(agg["seconds"] / audio_s, 4),
-                      "rtf_with_vocoder": round((agg["seconds"] + t_voc) / audio_s, 4), "vocoder_s": round(t_voc, 2)}
+                      "rtf_with_vocoder": round((agg["seconds"] + t_voc) / audio_s, 4), "vocoder_s": round(t_voc, 2),
+                      # in-situ cost of the model passes: role → tokens per pass → [passes, mean ms]
+                      "pass_ms": {role: {str(k): [v[0], round(1e3 * v[1] / v[0], 3)] for k, v in sorted(d.items())}
+                                  for role, d in passes.items()}}
         print(m, json.dumps(results[m]), flush=True)
     if "ar" in results:
         for m, r in results.items():
@@ -134,7 +150,14 @@ def main(argv=None) -> int:
         results["piper_teacher"] = {"wer": t_wer, "cer": t_cer}
     from tts.codec_lm import ASSET_DIR
 
-    cost = verification_cost(tts.lm, tts.voice.conditioning(max(ids, key=len)))
+    cond = tts.voice.conditioning(max(ids, key=len))
+    cost = verification_cost(tts.lm, cond, threads=tts.threads)
+    keep = ("target_ms", "target_ratio", "target_gflops", "draft_ms", "draft_ratio")
+    alt = verification_cost(tts.lm, cond, threads=2 if tts.threads == 1 else 1)
+    cost[f"threads_{alt['threads']}"] = {k: alt[k] for k in keep}
+    ref = verification_cost(tts.lm, cond, backend="torch", reps=40)
+    cost["torch_eager"] = {"torch_threads": __import__("torch").get_num_threads(), **{k: ref[k] for k in keep}}
+    cost["matmul"] = matmul_gflops(tts.lm)
     print("verification cost", json.dumps(cost), flush=True)
     report = {"benchmark": "tts", "sentences": len(sents), "lookahead": a.lookahead, "seed": a.seed,
               "render": "learned decoder + Griffin-Lim" if tts.codec.decoder is not None
@@ -149,16 +172,31 @@ def main(argv=None) -> int:
     return 0
 
 
-def verification_cost(lm, cond: np.ndarray, sizes=(1, 2, 4, 8), context: int = 100, reps: int = 40) -> dict:
+def _linear_layers(lm, draft: bool = False) -> list:
+    """The (weight, bias) of every linear layer one token goes through in the target (or the draft)."""
+    blocks = lm.blocks[: lm.draft_layers] if draft else lm.blocks
+    mods = [m for b in blocks for m in (b.qkv, b.proj, b.ff[0], b.ff[2])] + [lm.draft_head if draft else lm.head]
+    return [(m.weight.detach().float(), m.bias.detach().float()) for m in mods]
+
+
+def flops_per_token(lm, draft: bool = False) -> int:
+    """Multiply-adds × 2 of the linear layers for one token (attention over the cache not counted)."""
+    return sum(2 * w.numel() for w, _ in _linear_layers(lm, draft))
+
+
+def verification_cost(lm, cond: np.ndarray, sizes=(1, 2, 4, 8), context: int = 100, reps: int = 100,
+                      backend: str = "onnx", threads: int = 1) -> dict:
     """Wall time of one KV-cached target pass over k new tokens (k in ``sizes``) after ``context`` cached positions,
     and of one draft step (1 token), median over ``reps`` (interleaved, so load changes hit every size alike):
-    {"target_ms": {k: ms}, "target_ratio": {k: ms / ms(1)}, "draft_ms", "draft_ratio"} — the cost model of
-    speculative decoding (a round of L_d drafts costs L_d·draft + target(L_d + 1))."""
+    {"target_ms": {k: ms}, "target_ratio": {k: ms / ms(1)}, "target_gflops": {k: linear-layer GFLOP/s},
+    "draft_ms", "draft_ratio"} — the cost model of speculative decoding (a round of L_d drafts costs
+    L_d·draft + target(L_d + 1)). ``backend``/``threads``: :class:`tts.codec_lm.CodecLMSession`'s."""
     from tts.codec_lm import CodecLMSession
 
     rng = np.random.default_rng(0)
     toks = [int(t) for t in rng.integers(0, lm.bos, context + max(sizes))]
-    tgt, dft = CodecLMSession(lm, cond), CodecLMSession(lm, cond, draft=True)
+    tgt = CodecLMSession(lm, cond, backend=backend, threads=threads)
+    dft = CodecLMSession(lm, cond, draft=True, backend=backend, threads=threads)
     tgt.eval(toks[:context])
     dft.eval(toks[:context])
     times: dict = {k: [] for k in sizes}
@@ -174,9 +212,62 @@ def verification_cost(lm, cond: np.ndarray, sizes=(1, 2, 4, 8), context: int = 1
         times["draft"].append(time.perf_counter() - t0)
         dft.crop(context)
     med = {k: float(np.median(v)) * 1e3 for k, v in times.items()}
-    return {"context": context, "reps": reps, "target_ms": {str(k): round(med[k], 3) for k in sizes},
+    fl = flops_per_token(lm)
+    return {"backend": backend, "threads": threads, "context": context, "reps": reps,
+            "target_ms": {str(k): round(med[k], 3) for k in sizes},
             "target_ratio": {str(k): round(med[k] / med[1], 3) for k in sizes},
+            "target_gflops": {str(k): round(k * fl / med[k] / 1e6, 1) for k in sizes},
             "draft_ms": round(med["draft"], 3), "draft_ratio": round(med["draft"] / med[1], 3)}
+
+
+def matmul_gflops(lm, sizes=(1, 2, 4, 8, 16), reps: int = 30) -> dict:
+    """GFLOP/s of the target's linear layers alone (6 × qkv, proj, ff1, ff2, + head: 23 MB of float32 weights) on a
+    batch of M rows, M in ``sizes``, median over ``reps`` passes through all of them: torch's ``F.linear`` (its
+    CPU BLAS, MKL; the torch threads as set) vs ONNX Runtime's MatMul (MLAS, weights prepacked; 1 and 2 threads)
+    — the curve behind the choice of runtime."""
+    import onnxruntime as ort
+    import torch
+
+    from tts.codec_lm import OnnxGraph
+
+    layers = _linear_layers(lm)
+    fl = flops_per_token(lm)
+    g = OnnxGraph()
+    outs = []
+    for i, (w, b) in enumerate(layers):
+        y = g.op("Add", [g.op("MatMul", [f"x{w.shape[1]}", g.const(w.numpy().T)]), g.const(b.numpy())])
+        outs.append((y, "float", ["M", int(w.shape[0])]))
+    widths = sorted({int(w.shape[1]) for w, _ in layers})
+    model = g.serialize([(f"x{k}", "float", ["M", k]) for k in widths], outs)
+    sessions = {}
+    for th in (1, 2):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = th
+        so.log_severity_level = 3
+        sessions[f"onnxruntime_mlas_{th}t"] = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    out: dict = {"torch_mkl": {}, **{k: {} for k in sessions}}
+    for m in sizes:
+        xs = {k: rng.standard_normal((m, k)).astype(np.float32) for k in widths}
+        txs = {k: torch.from_numpy(v) for k, v in xs.items()}
+
+        def run_torch():
+            with torch.inference_mode():
+                for w, b in layers:
+                    torch.nn.functional.linear(txs[w.shape[1]], w, b)
+
+        runs = {"torch_mkl": run_torch}
+        for name, sess in sessions.items():
+            runs[name] = lambda sess=sess: sess.run(None, {f"x{k}": v for k, v in xs.items()})
+        for name, f in runs.items():  # one backend at a time: interleaving would evict each other's weights
+            f()
+            ts = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                f()
+                ts.append(time.perf_counter() - t0)
+            out[name][str(m)] = round(m * fl / float(np.median(ts)) / 1e9, 1)
+    return {"flops_per_token": fl, "gflops": out}
 
 
 def _scorer(cfg, sents):

@@ -60,6 +60,7 @@ class AcousticGroups:
         self.N = mem.sum(axis=1).astype(np.int64)
         self.group_of_token = inv.astype(np.int64)
         self._uniq = uniq
+        self._N_of_group = [self.N[g] for g in self.groups]  # N(t) for t ∈ G_k, for Eq. 5
 
     # ----------------------------------------------------------------------------------------------- cache
     @staticmethod
@@ -112,8 +113,7 @@ class AcousticGroups:
     # ------------------------------------------------------------------------------------------ Eq. 4–5
     def coarse(self, p: np.ndarray, k: int) -> float:
         """Eq. 5: P_c(G_k) = Σ_{t∈G_k} p(t)/N(t)."""
-        g = self.groups[k]
-        return float((p[g] / self.N[g]).sum())
+        return float((p[self.groups[k]] / self._N_of_group[k]).sum())
 
     def coarse_all(self, p: np.ndarray) -> np.ndarray:
         """Eq. 4 for every group: float (M,) (sums to 1)."""
@@ -129,20 +129,41 @@ class AcousticGroups:
         return float(np.mean([len(g) for g in self.groups]))
 
 
-def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator,
-                temperature: float = 0.8) -> tuple[np.ndarray, V.SpecStats]:
+def _pass_stats(st: V.SpecStats, **sessions) -> V.SpecStats:
+    """Attach each session's per-pass wall time (``CodecLMSession.pass_time``) to ``st`` as ``st.passes``
+    ({role: {tokens per pass: [passes, seconds]}}), the in-situ cost of the model passes."""
+    st.passes = {role: dict(s.pass_time) for role, s in sessions.items()}
+    return st
+
+
+def _sync(lm, cached: list[int], ctx: list[int], ok: int) -> tuple[list[int], int]:
+    """:func:`engine.verify.sync_cache` for a context that only grows: ``cached[:ok]`` is known to equal
+    ``ctx[:ok]``, so the common prefix is extended from ``ok`` instead of rescanned from 0 (O(new tokens) per round,
+    not O(utterance)). Same crop and feed as ``sync_cache``. Returns (tokens to evaluate next, new ``ok``)."""
+    m = min(len(cached), len(ctx))
+    while ok < m and cached[ok] == ctx[ok]:
+        ok += 1
+    k = min(ok, len(ctx) - 1)
+    lm.crop(k)
+    del cached[k:]
+    return ctx[k:], k
+
+
+def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator, temperature: float = 0.8,
+                threads: int = 1) -> tuple[np.ndarray, V.SpecStats]:
     """Target-only AR sampling of one utterance: one target pass per token.
 
     Args:
-        lm: :class:`tts.codec_lm.CodecLM`; cond: int64 (n_frames, 4) frame conditioning.
+        lm: :class:`tts.codec_lm.CodecLM`; cond: int64 (n_frames, 4) frame conditioning; threads: the codec LM's
+            inference threads (:class:`tts.codec_lm.CodecLMSession`).
 
     Returns:
-        (int64 codes (n_frames,), stats with ``tokens`` and ``target_passes``).
+        (int64 codes (n_frames,), stats with ``tokens``, ``target_passes`` and ``passes`` (per-pass wall time)).
     """
     from tts.codec_lm import CodecLMSession
 
     t0 = time.perf_counter()
-    s = CodecLMSession(lm, cond)
+    s = CodecLMSession(lm, cond, threads=threads)
     n = len(cond)
     out: list[int] = []
     tok = lm.bos
@@ -151,36 +172,40 @@ def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator,
         tok = V.sample_categorical(q, rng)
         out.append(tok)
     st = V.SpecStats(tokens=n, target_passes=s.n_forward, seconds=time.perf_counter() - t0)
-    return np.asarray(out, np.int64), st
+    return np.asarray(out, np.int64), _pass_stats(st, target=s)
 
 
 def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept, lookahead: int = 3,
-                         temperature: float = 0.8) -> tuple[np.ndarray, V.SpecStats]:
+                         temperature: float = 0.8, threads: int = 1) -> tuple[np.ndarray, V.SpecStats]:
     """Speculative sampling of one utterance with lookahead L_d (pcg_tts.txt Algorithm 1 with ``accept`` = PCG's
     group step; standard SD / SSD bias with the token-level step), over two :class:`tts.codec_lm.CodecLMSession`
     (target, and the draft layers of the same model).
 
     ``accept(x, p, q, rng) → engine.verify.StepResult`` decides one drafted position given the draft distribution p
     and target distribution q (float64 (n_codes,)). On the first rejection the step's token replaces the draft and
-    the round ends; if all L_d are accepted, one more token is sampled from q (the bonus token).
+    the round ends; if all L_d are accepted, one more token is sampled from q (the bonus token). The verification
+    is one target pass over the L_d drafts plus the token before them (a single ONNX Runtime call, no Python per
+    token); the L_d + 1 target distributions are one vectorised softmax.
 
     Returns:
-        (int64 codes (n_frames,), stats: rounds, drafted, accepted, accepted_lengths, target/draft passes).
+        (int64 codes (n_frames,), stats: rounds, drafted, accepted, accepted_lengths, target/draft passes, and
+        ``passes``: per-pass wall time by role and tokens per pass).
     """
     from tts.codec_lm import CodecLMSession
 
     t0 = time.perf_counter()
     n = len(cond)
-    tgt, dft = CodecLMSession(lm, cond), CodecLMSession(lm, cond, draft=True)
+    tgt = CodecLMSession(lm, cond, threads=threads)
+    dft = CodecLMSession(lm, cond, draft=True, threads=threads)
+    ctx = [lm.bos]  # inputs: ctx[i] feeds position i, whose logits predict out[i] = ctx[i + 1]
     t_inputs: list[int] = []  # inputs in the target's KV cache (positions 0..)
     d_inputs: list[int] = []
-    out: list[int] = []
+    t_ok = d_ok = 0  # leading cached inputs known to equal ctx
     st = V.SpecStats()
-    while len(out) < n:
-        ctx = [lm.bos] + out  # inputs; ctx[i] feeds position i, whose logits predict out[i]
-        L = min(lookahead, n - len(out) - 1)
+    while len(ctx) <= n:
+        L = min(lookahead, n - len(ctx))
         # ---- draft L tokens
-        feed = V.sync_cache(dft, d_inputs, ctx)
+        feed, d_ok = _sync(dft, d_inputs, ctx, d_ok)
         xs, ps = [], []
         for _ in range(L):
             row = dft.eval(feed)[-1]
@@ -190,25 +215,28 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
             xs.append(x)
             ps.append(p)
             feed = [x]
+        if L:
+            d_ok = len(ctx)
         # ---- target: one pass over the missing context + the draft
-        feed = V.sync_cache(tgt, t_inputs, ctx)
+        feed, t_ok = _sync(tgt, t_inputs, ctx, t_ok)
         rows = tgt.eval(feed + xs)
         t_inputs += feed + xs
-        rows = rows[len(feed) - 1 :]  # rows[j] predicts position len(out)+j
+        t_ok = len(ctx)
+        qs = V.softmax(rows[len(feed) - 1 :], temperature)  # qs[j]: target distribution of position len(out) + j
         acc = 0
         for j in range(L):
-            r = accept(xs[j], ps[j], V.softmax(rows[j], temperature), rng)
-            out.append(r.token)
+            r = accept(xs[j], ps[j], qs[j], rng)
+            ctx.append(r.token)
             if not r.accepted:
                 break
             acc += 1
         else:
-            out.append(V.sample_categorical(V.softmax(rows[L], temperature), rng))
+            ctx.append(V.sample_categorical(qs[L], rng))
         st.record(L, acc)
     st.tokens = n
     st.target_passes, st.draft_passes = tgt.n_forward, dft.n_forward
     st.seconds = time.perf_counter() - t0
-    return np.asarray(out[:n], np.int64), st
+    return np.asarray(ctx[1 : n + 1], np.int64), _pass_stats(st, target=tgt, draft=dft)
 
 
 METHODS = ("ar", "sd", "ssd", "pcg")
@@ -225,6 +253,8 @@ class CodecTTS:
         phonemizer: a loaded Piper voice; default: the configuration's ``tts_voice`` model.
         cache_dir: where the groups are cached (``<cache_dir>/asg``); default $SPECVOICE_CACHE or
             ~/.cache/specvoice.
+        threads: ONNX Runtime threads of the codec LM (:class:`tts.codec_lm.CodecLMRuntime`; 1 leaves the second
+            core to ASR and the LLM).
 
     Raises:
         FileNotFoundError: the model files are missing. ValueError: unknown method.
@@ -233,7 +263,8 @@ class CodecTTS:
     sample_rate = 16000
 
     def __init__(self, path: str | Path | None = None, method: str = "pcg", theta: float = 0.42, lookahead: int = 3,
-                 temperature: float = 0.2, seed: int = 0, phonemizer=None, cache_dir: str | Path | None = None):
+                 temperature: float = 0.2, seed: int = 0, phonemizer=None, cache_dir: str | Path | None = None,
+                 threads: int = 1):
         from tts.codec_lm import CodecVoice
 
         if method not in METHODS:
@@ -248,6 +279,7 @@ class CodecTTS:
         self.voice = CodecVoice(path, phonemizer, voice_model, voice_config)
         self.lm, self.codec = self.voice.lm, self.voice.codec
         self.method, self.theta, self.lookahead, self.temperature = method, theta, lookahead, temperature
+        self.threads = threads
         self.rng = np.random.default_rng(seed)
         self.cache_dir = Path(cache_dir or os.environ.get("SPECVOICE_CACHE") or Path.home() / ".cache" / "specvoice")
         self.groups = self.groups_for(theta)
@@ -271,7 +303,7 @@ class CodecTTS:
         cond = self.voice.conditioning(ids)
         method = method or self.method
         if method == "ar":
-            return ar_generate(self.lm, cond, self.rng, self.temperature)
+            return ar_generate(self.lm, cond, self.rng, self.temperature, self.threads)
         if method == "pcg":
             G = self.groups if theta is None or theta == self.theta else self.groups_for(theta)
             acc = lambda x, p, q, rng: V.pcg_step(x, p, q, G, rng)  # noqa: E731
@@ -281,7 +313,7 @@ class CodecTTS:
             acc = lambda x, p, q, rng: V.sd_step(x, p, q, rng, bias=0.3)  # noqa: E731
         else:
             raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
-        return speculative_generate(self.lm, cond, self.rng, acc, self.lookahead, self.temperature)
+        return speculative_generate(self.lm, cond, self.rng, acc, self.lookahead, self.temperature, self.threads)
 
     def code_embeddings(self) -> np.ndarray:
         """Emb_q for Eq. 1 (:meth:`tts.codec_lm.CodecVoice.code_embeddings`)."""

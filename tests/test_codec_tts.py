@@ -67,29 +67,62 @@ def test_session_kv_cache_matches_a_full_forward(tts):
     toks = [tts.lm.bos] + list(rng.integers(0, 512, 39))
     with torch.inference_mode():
         full = tts.lm(torch.tensor([toks]), torch.from_numpy(cond[:40])[None])[0].numpy()
-    s = CodecLMSession(tts.lm, cond)
-    assert isinstance(s, CausalLM) and s.n_vocab == 512
-    inc = np.concatenate([s.eval(toks[:7]), s.eval(toks[7:8]), s.eval(toks[8:40])])
-    np.testing.assert_allclose(inc, full, atol=1e-3)
-    s.crop(5)
-    np.testing.assert_allclose(s.eval(toks[5:40]), full[5:], atol=1e-3)
+        full_draft = tts.lm(torch.tensor([toks]), torch.from_numpy(cond[:40])[None], draft=True)[0].numpy()
+    for backend, threads in (("onnx", 1), ("onnx", 2), ("torch", 1)):
+        s = CodecLMSession(tts.lm, cond, backend=backend, threads=threads)
+        assert isinstance(s, CausalLM) and s.n_vocab == 512
+        inc = np.concatenate([s.eval(toks[:7]), s.eval(toks[7:8]), s.eval(toks[8:40])])
+        np.testing.assert_allclose(inc, full, atol=1e-4)
+        s.crop(5)
+        np.testing.assert_allclose(s.eval(toks[5:40]), full[5:], atol=1e-4)
+        s.crop(12)  # a verification-sized pass (4 tokens) after a crop, then single steps
+        np.testing.assert_allclose(np.concatenate([s.eval(toks[12:16]), s.eval(toks[16:17])]), full[12:17],
+                                   atol=1e-4)
+        d = CodecLMSession(tts.lm, cond, draft=True, backend=backend, threads=threads)
+        np.testing.assert_allclose(np.concatenate([d.eval(toks[:30]), d.eval(toks[30:31])]), full_draft[:31],
+                                   atol=1e-4)
+        assert s.n_forward == 6 and sum(n for n, _ in s.pass_time.values()) == 6 and s.pass_time[4][0] == 1
+
+
+def test_onnx_runtime_follows_the_modules_weights(tts):
+    """The ONNX Runtime sessions are built from the module's weights as they are: a weight changed in place gives
+    a new runtime (and new logits), restoring it gives back the original logits."""
+    import torch
+
+    from tts.codec_lm import CodecLMSession, runtime_for
+
+    cond = np.tile(np.array([[5, 4, 6, 1]], np.int64), (8, 1))
+    before = CodecLMSession(tts.lm, cond).eval([tts.lm.bos, 3])
+    rt = runtime_for(tts.lm)
+    with torch.no_grad():
+        tts.lm.head.bias += 1.0
+    try:
+        assert runtime_for(tts.lm) is not rt
+        np.testing.assert_allclose(CodecLMSession(tts.lm, cond).eval([tts.lm.bos, 3]), before + 1.0, atol=1e-4)
+    finally:
+        with torch.no_grad():
+            tts.lm.head.bias -= 1.0
+    np.testing.assert_allclose(CodecLMSession(tts.lm, cond).eval([tts.lm.bos, 3]), before, atol=1e-5)
 
 
 @contextlib.contextmanager
-def forward_spy(lm):
-    """Counts the real model's forward calls and the positions each evaluates, target and draft apart."""
+def forward_spy():
+    """Counts the model passes (:meth:`tts.codec_lm.CodecLMSession._forward`, whichever backend runs them) and the
+    positions each evaluates, target and draft apart."""
+    from tts.codec_lm import CodecLMSession
+
     seen = {"target": [], "draft": []}
-    real = lm.forward
+    real = CodecLMSession._forward
 
-    def spy(x, cond, draft=False, **kw):
-        seen["draft" if draft else "target"].append(int(x.shape[1]))
-        return real(x, cond, draft=draft, **kw)
+    def spy(self, x, n0):
+        seen["draft" if self.draft else "target"].append(int(x.shape[1]))
+        return real(self, x, n0)
 
-    lm.forward = spy
+    CodecLMSession._forward = spy
     try:
         yield seen
     finally:
-        del lm.forward
+        CodecLMSession._forward = real
 
 
 @contextlib.contextmanager
@@ -115,7 +148,7 @@ def step_spy(monkeypatch, name, replace=None):
 def test_speculative_sampler_counts_match_what_the_model_evaluated(tts, method, monkeypatch):
     ids = tts.phoneme_ids("The girl is reading a book.")[0]
     tts.rng = np.random.default_rng(1)
-    with forward_spy(tts.lm) as seen, step_spy(monkeypatch, "pcg_step" if method == "pcg" else "sd_step") as log:
+    with forward_spy() as seen, step_spy(monkeypatch, "pcg_step" if method == "pcg" else "sd_step") as log:
         toks, st = tts.tokens(ids, method=method)
     n = int(tts.durations(ids).sum())
     assert len(toks) == n and st.tokens == n

@@ -166,3 +166,38 @@ def test_a_pickle_in_the_cache_is_never_read(tmp_path):
     g = AcousticGroups.cached(emb, 0.4, tmp_path)
     assert not marker.exists()
     assert _same(g, AcousticGroups(emb, 0.4))
+
+
+def test_incremental_cache_sync_matches_sync_cache():
+    """speculative_generate's O(new tokens) cache sync crops and feeds exactly as engine.verify.sync_cache, over a
+    context that grows the way the sampler grows it (accepted drafts, then a replacement or bonus token)."""
+    from engine.pcg import _sync
+    from engine.verify import sync_cache
+
+    class Cache:
+        def __init__(self):
+            self.n_past, self.crops = 0, []
+
+        def crop(self, n):
+            assert 0 <= n <= self.n_past
+            self.n_past = n
+            self.crops.append(n)
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        ctx = [9]
+        a, b = Cache(), Cache()
+        ca: list[int] = []
+        cb: list[int] = []
+        ok = 0
+        while len(ctx) < 40:
+            feed_a = sync_cache(a, ca, ctx)
+            feed_b, ok = _sync(b, cb, ctx, ok)
+            assert feed_a == feed_b and ca == cb and a.crops == b.crops
+            xs = [int(t) for t in rng.integers(0, 3, int(rng.integers(0, 4)))]  # drafts (small vocabulary:
+            for c, lm, f in ((ca, a, feed_a), (cb, b, feed_b)):  # replacements often equal the draft)
+                c += f + xs
+                lm.n_past += len(f) + len(xs)
+            ok = len(ctx)
+            acc = int(rng.integers(0, len(xs) + 1))
+            ctx += xs[:acc] + [int(rng.integers(0, 3))]

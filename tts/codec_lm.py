@@ -9,11 +9,15 @@ The draft is the target's first ``draft_layers`` transformer layers with its own
 is a 3-layer subset of LLaSA-8B). Both are driven through :class:`CodecLMSession`, which follows the project's
 causal-LM protocol (``eval(tokens) → logits at every position``, ``crop(n)``). The samplers that drive it —
 target-only AR, standard speculative sampling, SSD-style constant bias, PCG (Algorithm 1) — live with the other
-speculative algorithms, in :mod:`engine.pcg`; this package holds models only.
+speculative algorithms, in :mod:`engine.pcg`; this package holds models only. Sessions run the model on ONNX Runtime
+(:class:`CodecLMRuntime`: the module's weights written as an ONNX graph, KV cache updated in place), the torch module
+being the reference.
 """
 
 from __future__ import annotations
 
+import struct
+import time
 from pathlib import Path
 
 import numpy as np
@@ -164,6 +168,183 @@ def load_lm(path: str | Path | None = None, dtype=None):
     return lm.eval()
 
 
+# ------------------------------------------------------------------------------------- ONNX Runtime inference
+# Sampling runs the codec LM on onnxruntime (already a dependency: Piper) rather than eager torch: eager torch spends
+# most of a step in per-op dispatch (~25 small ops per layer), and its CPU BLAS (MKL, on this AMD CPU) runs the
+# model's few-row matmuls at a quarter of the GFLOP/s of ORT's MLAS with prepacked weights (bench/results/tts.json,
+# verification_cost.matmul). The graph is written directly as ONNX protobuf (no `onnx` package needed); the torch
+# module stays the reference (training, ``CodecLMSession(backend="torch")``, the tests' equality checks).
+
+
+def _pb_varint(v: int) -> bytes:
+    v &= (1 << 64) - 1  # int64 two's complement (negative attributes such as axis=-1)
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | 0x80 if v else b)
+        if not v:
+            return bytes(out)
+
+
+def _pb_int(field: int, v: int) -> bytes:
+    return _pb_varint(field << 3) + _pb_varint(int(v))
+
+
+def _pb_bytes(field: int, payload) -> bytes:
+    payload = payload.encode() if isinstance(payload, str) else payload
+    return _pb_varint(field << 3 | 2) + _pb_varint(len(payload)) + payload
+
+
+class OnnxGraph:
+    """A minimal ONNX (protobuf) model writer: nodes, float32/int32/int64 initializers, typed inputs and outputs.
+
+    ``op(type, inputs, n_out=1, outputs=None, domain="", **attrs)`` appends a node (int, float or int-list
+    attributes; "" for an omitted optional input) and returns its output name(s); ``const(array)`` adds an
+    initializer; ``serialize(inputs, outputs)`` → bytes for ``onnxruntime.InferenceSession`` (IR 8, ONNX opset 17,
+    ``com.microsoft`` opset 1 when used), with inputs/outputs given as (name, "float"|"int32"|"int64", dims) where a
+    dim is an int or a symbolic name."""
+
+    _DT = {"float": 1, "int32": 6, "int64": 7}
+
+    def __init__(self):
+        self.nodes: list[bytes] = []
+        self.inits: list[bytes] = []
+        self._n = 0
+        self.domains = {""}
+
+    def const(self, arr, name: str | None = None) -> str:
+        arr = np.array(arr, order="C")  # (ascontiguousarray would turn a 0-d scalar into shape (1,))
+        dt = {np.dtype(np.float32): 1, np.dtype(np.int32): 6, np.dtype(np.int64): 7}[arr.dtype]
+        name = name or f"c{len(self.inits)}"
+        self.inits.append(b"".join(_pb_int(1, d) for d in arr.shape) + _pb_int(2, dt) + _pb_bytes(8, name)
+                          + _pb_bytes(9, arr.tobytes()))
+        return name
+
+    def op(self, op_type: str, inputs, n_out: int = 1, outputs=None, domain: str = "", **attrs):
+        outputs = list(outputs or [f"{op_type.lower()}{self._n}_{i}" for i in range(n_out)])
+        self._n += 1
+        a = b""
+        for k, v in attrs.items():
+            if isinstance(v, float):
+                body = _pb_bytes(1, k) + _pb_varint(2 << 3 | 5) + struct.pack("<f", v) + _pb_int(20, 1)
+            elif isinstance(v, int):
+                body = _pb_bytes(1, k) + _pb_int(3, v) + _pb_int(20, 2)
+            else:
+                body = _pb_bytes(1, k) + b"".join(_pb_int(8, i) for i in v) + _pb_int(20, 7)
+            a += _pb_bytes(5, body)
+        self.nodes.append(b"".join(_pb_bytes(1, i) for i in inputs) + b"".join(_pb_bytes(2, o) for o in outputs)
+                          + _pb_bytes(4, op_type) + a + (_pb_bytes(7, domain) if domain else b""))
+        self.domains.add(domain)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def serialize(self, inputs, outputs) -> bytes:
+        def vi(name, dtype, dims):
+            shape = b"".join(_pb_bytes(1, _pb_int(1, d) if isinstance(d, int) else _pb_bytes(2, d)) for d in dims)
+            return _pb_bytes(1, name) + _pb_bytes(2, _pb_bytes(1, _pb_int(1, self._DT[dtype]) + _pb_bytes(2, shape)))
+
+        g = (b"".join(_pb_bytes(1, n) for n in self.nodes) + _pb_bytes(2, "codec_lm")
+             + b"".join(_pb_bytes(5, t) for t in self.inits)
+             + b"".join(_pb_bytes(11, vi(*v)) for v in inputs) + b"".join(_pb_bytes(12, vi(*v)) for v in outputs))
+        opsets = b"".join(_pb_bytes(8, _pb_bytes(1, dom) + _pb_int(2, 17 if dom == "" else 1))
+                          for dom in sorted(self.domains))
+        return _pb_int(1, 8) + _pb_bytes(7, g) + opsets
+
+
+def codec_lm_onnx(lm, draft: bool = False) -> bytes:
+    """One KV-cached pass of the target (every layer, ``norm``, ``head``) or of the draft (the first
+    ``draft_layers``, ``draft_norm``, ``draft_head``) of ``lm`` as an ONNX model.
+
+    Inputs: ``x`` int64 (1, T) codes/BOS; ``ce`` float (1, T, d) the positions' conditioning embeddings
+    (cur + prev + next + prog + pos, :meth:`CodecLMSession.__init__` sums them once per utterance);
+    ``seqlens_k`` int32 (1,) = S − 1 and ``total_len`` int32 () = S, the keys after this pass;
+    ``past_k{i}``/``past_v{i}`` float (1, heads, C, d/heads) layer i's KV buffers (capacity C).
+    Outputs: ``logits`` (1, T, n_codes); ``present_k{i}``/``present_v{i}``: the same buffers, bound to the same
+    memory as the inputs, so ORT's GroupQueryAttention (packed QKV, causal over the new queries, which follow the
+    S − T cached keys) writes the new keys in place — no concatenation or copy of the cache, and a crop is a
+    smaller ``total_len``. Same weights and operations as :class:`CodecLM`'s forward (float32; only rounding
+    differs)."""
+    sd = {k: v.detach().float().numpy() for k, v in lm.state_dict().items()}
+    d = sd["code.weight"].shape[1]
+    h = lm.blocks[0].h
+    g = OnnxGraph()
+
+    def linear(x, p):  # x @ W^T + b, W^T stored (in, out); MLAS prepacks it when the session is created
+        return g.op("Add", [g.op("MatMul", [x, g.const(sd[p + ".weight"].T)]), g.const(sd[p + ".bias"])])
+
+    def norm(x, p):
+        return g.op("LayerNormalization", [x, g.const(sd[p + ".weight"]), g.const(sd[p + ".bias"])], axis=-1,
+                    epsilon=1e-5)
+
+    x = g.op("Add", [g.op("Gather", [g.const(sd["code.weight"]), "x"]), "ce"])  # (1, T, d)
+    n_layers = lm.draft_layers if draft else len(lm.blocks)
+    for i in range(n_layers):
+        p = f"blocks.{i}"
+        qkv = linear(norm(x, p + ".ln1"), p + ".qkv")  # [q | k | v], the packed-QKV layout GQA takes
+        a = g.op("GroupQueryAttention", [qkv, "", "", f"past_k{i}", f"past_v{i}", "seqlens_k", "total_len"],
+                 outputs=[f"att{i}", f"present_k{i}", f"present_v{i}"], domain="com.microsoft", num_heads=h,
+                 kv_num_heads=h)[0]
+        x = g.op("Add", [x, linear(a, p + ".proj")])
+        f = g.op("Gelu", [linear(norm(x, p + ".ln2"), p + ".ff.0")], domain="com.microsoft")  # exact (erf) GELU
+        x = g.op("Add", [x, linear(f, p + ".ff.2")])
+    pre = "draft_" if draft else ""
+    logits = g.op("Identity", [linear(norm(x, pre + "norm"), pre + "head")], outputs=["logits"])
+    kv = [1, h, "C", d // h]
+    inputs = [("x", "int64", [1, "T"]), ("ce", "float", [1, "T", d]), ("seqlens_k", "int32", [1]),
+              ("total_len", "int32", [])]
+    outputs = [(logits, "float", [1, "T", int(sd[pre + "head.weight"].shape[0])])]
+    for i in range(n_layers):
+        inputs += [(f"past_k{i}", "float", kv), (f"past_v{i}", "float", kv)]
+        outputs += [(f"present_k{i}", "float", kv), (f"present_v{i}", "float", kv)]
+    return g.serialize(inputs, outputs)
+
+
+class CodecLMRuntime:
+    """ONNX Runtime sessions of one :class:`CodecLM`, target and draft (:func:`codec_lm_onnx`), built from its
+    weights as they are now.
+
+    Args:
+        lm: the module.
+        threads: intra-op threads of the target's session (1: no thread pool; more: ORT's pool, whose workers spin
+            between passes). The draft's session always runs on the calling thread: a second spinning pool would
+            compete with the target's for the same cores. bench/results/tts.json (``verification_cost``) has the
+            cost of a pass with 1 and 2 threads on the benchmark machine.
+    """
+
+    def __init__(self, lm, threads: int = 1):
+        import onnxruntime as ort
+
+        self.threads = threads
+        self.sessions = {}
+        for draft, n in ((False, threads), (True, 1)):
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = n
+            so.inter_op_num_threads = 1
+            so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            so.log_severity_level = 3
+            self.sessions[draft] = ort.InferenceSession(codec_lm_onnx(lm, draft), so,
+                                                        providers=["CPUExecutionProvider"])
+        self.n_layers = {False: len(lm.blocks), True: lm.draft_layers}
+        self.heads = lm.blocks[0].h
+        self.d = lm.code.weight.shape[1]
+        self.n_codes = int(lm.bos)
+
+
+def _weights_key(lm) -> tuple:
+    """Changes when a parameter is modified in place (its version counter) or replaced (its storage)."""
+    return tuple((p.data_ptr(), p._version) for p in lm.parameters())
+
+
+def runtime_for(lm, threads: int = 1) -> CodecLMRuntime:
+    """The :class:`CodecLMRuntime` of ``lm`` (built once per module and thread count; rebuilt when the weights have
+    changed since)."""
+    key = _weights_key(lm)
+    cache = lm.__dict__.setdefault("_ort_runtimes", {})  # threads → (weights key, runtime)
+    if threads not in cache or cache[threads][0] != key:
+        cache[threads] = (key, CodecLMRuntime(lm, threads))
+    return cache[threads][1]
+
+
 class CodecLMSession:
     """:class:`engine.lm.CausalLM` over one utterance of the codec LM.
 
@@ -172,46 +353,95 @@ class CodecLMSession:
     ``crop(n)`` drops cached positions ≥ n (O(1): the KV buffers are preallocated). ``draft=True`` runs the draft
     layers and head. Tokens are their own text: ``tokenize``/``detokenize`` are not meaningful here.
 
+    One ``eval`` is one pass of the model over all its tokens (a verification of L_d drafts + 1 is one pass), made
+    by :meth:`_forward`. ``backend="onnx"`` (default): :class:`CodecLMRuntime`, with this session's KV buffers
+    bound once (IO binding) as the graph's past and present tensors, so a pass binds only its tokens, their
+    conditioning rows and two lengths, and writes the logits into a preallocated array; ``backend="torch"``: the
+    module's own forward (the reference: the same numbers up to float rounding).
+
     Args:
-        lm: a :class:`CodecLM` module; cond: int64 (n_frames, 4) frame conditioning (:func:`frame_conditioning`).
+        lm: a :class:`CodecLM` module; cond: int64 (n_frames, 4) frame conditioning (:func:`frame_conditioning`);
+        threads: the target's ORT intra-op threads (:class:`CodecLMRuntime`).
 
     Raises:
-        ValueError (eval): empty ``tokens`` or positions past the utterance's frames; (crop): n out of range.
+        ValueError (eval): empty ``tokens`` or positions past the utterance's frames; (crop): n out of range;
+        (init): unknown backend.
     """
 
-    def __init__(self, lm, cond: np.ndarray, draft: bool = False):
+    def __init__(self, lm, cond: np.ndarray, draft: bool = False, backend: str = "onnx", threads: int = 1):
         torch = _torch()
+        if backend not in ("onnx", "torch"):
+            raise ValueError(f"unknown codec LM backend {backend!r} (onnx, torch)")
         self.lm = lm
-        self.cond = torch.from_numpy(np.asarray(cond, np.int64))
+        self.cond = torch.from_numpy(np.ascontiguousarray(cond, np.int64))
+        self.n_frames = len(self.cond)
         self.draft = draft
+        self.backend = backend
         n = lm.draft_layers if draft else len(lm.blocks)
-        self.caches = [{"k": None, "v": None, "n": 0, "capacity": len(self.cond) + 1} for _ in range(n)]
+        cap = self.n_frames + 1
+        if backend == "onnx":
+            rt = runtime_for(lm, threads)
+            self.runtime = rt
+            c = self.cond
+            with torch.inference_mode():  # the conditioning part of CodecLM.embed, once for every frame
+                ce = (lm.cur(c[:, 0]) + lm.prev(c[:, 1]) + lm.next(c[:, 2]) + lm.prog(c[:, 3])
+                      + lm.pos(torch.arange(self.n_frames)))
+            self._ce = np.ascontiguousarray(ce.float().numpy()[None])  # (1, n_frames, d)
+            self._kv = [np.zeros((1, rt.heads, cap, rt.d // rt.heads), np.float32) for _ in range(2 * n)]
+            self._logits = np.empty((1, cap, rt.n_codes), np.float32)
+            self._io = io = rt.sessions[draft].io_binding()
+            for i in range(n):
+                for j, kv in enumerate("kv"):
+                    buf = self._kv[2 * i + j]
+                    io.bind_input(f"past_{kv}{i}", "cpu", 0, np.float32, buf.shape, buf.ctypes.data)
+                    io.bind_output(f"present_{kv}{i}", "cpu", 0, np.float32, buf.shape, buf.ctypes.data)
+        else:
+            self.caches = [{"k": None, "v": None, "n": 0, "capacity": cap} for _ in range(n)]
         self.n_past = 0
         self.n_forward = 0
+        self.pass_time: dict[int, list] = {}  # tokens per pass → [passes, seconds] (wall time of eval)
         self.n_vocab = int(lm.bos)  # codes 0..n_codes−1 (BOS is an input only)
         self.eos_ids: frozenset[int] = frozenset()
 
     def eval(self, tokens) -> np.ndarray:
-        torch = _torch()
-        tokens = list(tokens)
-        if not tokens:
+        x = np.asarray(tokens, np.int64).reshape(1, -1)
+        if not x.shape[1]:
             raise ValueError("eval() needs at least one token")
-        n0 = self.n_past
-        if n0 + len(tokens) > len(self.cond):
+        if self.n_past + x.shape[1] > self.n_frames:
             raise ValueError("eval past the end of the utterance's frames")
-        x = torch.tensor([tokens])
-        c = self.cond[n0 : n0 + len(tokens)][None]
-        with torch.inference_mode():
-            logits = self.lm(x, c, draft=self.draft, caches=self.caches, start=n0)[0]
-        self.n_past += len(tokens)
+        t0 = time.perf_counter()
+        logits = self._forward(x, self.n_past)
+        pt = self.pass_time.setdefault(x.shape[1], [0, 0.0])
+        pt[0] += 1
+        pt[1] += time.perf_counter() - t0
+        self.n_past += x.shape[1]
         self.n_forward += 1
-        return logits.float().numpy()
+        return logits
+
+    def _forward(self, x: np.ndarray, n0: int) -> np.ndarray:
+        """One pass over x (int64 (1, T)) at positions n0..n0+T−1 → float32 logits (T, n_codes)."""
+        T = x.shape[1]
+        if self.backend == "torch":
+            torch = _torch()
+            with torch.inference_mode():
+                return self.lm(torch.from_numpy(x), self.cond[n0 : n0 + T][None], draft=self.draft,
+                               caches=self.caches, start=n0)[0].float().numpy()
+        io, S = self._io, n0 + T
+        io.bind_cpu_input("seqlens_k", np.array([S - 1], np.int32))
+        io.bind_cpu_input("total_len", np.array(S, np.int32))
+        io.bind_cpu_input("x", x)
+        io.bind_cpu_input("ce", self._ce[:, n0:S])
+        out = self._logits[:, :T]
+        io.bind_output("logits", "cpu", 0, np.float32, out.shape, out.ctypes.data)
+        self.runtime.sessions[self.draft].run_with_iobinding(io)
+        return out[0].copy()
 
     def crop(self, n: int) -> None:
         if not 0 <= n <= self.n_past:
             raise ValueError(f"crop({n}) outside 0..{self.n_past}")
-        for c in self.caches:
-            c["n"] = min(c["n"], n)
+        if self.backend == "torch":
+            for c in self.caches:
+                c["n"] = min(c["n"], n)
         self.n_past = n
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
