@@ -383,9 +383,7 @@ def cmd_assist(args, cfg, rt, printer, live: Live) -> dict:
     def on_event(ev):
         if isinstance(ev, SpeechStarted):
             conv.on_speech_start()  # the user speaks: the answer (generated or still playing) stops
-            dropped = player.stop()
-            if dropped:
-                conv.on_playback_cut(dropped)
+            conv.on_playback_cut(player.stop())
         elif isinstance(ev, PartialTranscript):
             conv.on_partial(ev.utterance, ev.text)
         elif isinstance(ev, FinalTranscript):

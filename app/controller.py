@@ -256,7 +256,7 @@ class EngineController(QObject):
     def playback_cut(self, dropped_s) -> None:
         """The window's player stopped an answer with ``dropped_s`` seconds never played (a float, or None when the
         player cannot tell): the conversation history keeps what the user heard."""
-        if self._conv is not None and _seconds(dropped_s):
+        if self._conv is not None:
             self._conv.on_playback_cut(_seconds(dropped_s))
 
     def _run(self, opts: SessionOptions, stop: threading.Event) -> None:

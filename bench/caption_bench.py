@@ -27,7 +27,7 @@ A flagged caption whose ASR transcript is a misrecognition (WER > 0.25 vs the sp
 answer cue against that transcript translates what was heard: it is counted apart (``asr_misheard``), not as an
 answer. Methods: ``ssbd``/``ar`` use the configured ``caption.segment`` (utterance by default);
 ``ssbd_sentence`` translates sentence by sentence (:class:`engine.caption.SentenceTranslator`),
-``ssbd_utterance``/``ar_utterance`` re-translate the whole utterance on every update.
+``ssbd_utterance`` re-translates the whole utterance on every update.
 
 Inputs (``bench/data/caption``, made by ``--make-data``): 50 spoken questions and commands (30 MT-Bench first
 turns, Zheng et al. 2023, Apache-2.0; 20 voice-assistant requests written here) and 50 Multi30k test-2016
@@ -64,7 +64,6 @@ METHODS = {  # name → [caption] overrides
     "ssbd_mask5": {"method": "ssbd", "mask_k": 5, "display_only_mask": True},
     "ssbd_sentence": {"method": "ssbd", "mask_k": 0, "display_only_mask": True, "segment": "sentence"},
     "ssbd_utterance": {"method": "ssbd", "mask_k": 0, "display_only_mask": True, "segment": "utterance"},
-    "ar_utterance": {"method": "ar", "display_only_mask": False, "segment": "utterance"},
 }
 ANSWER_CHRF = 25.0
 
@@ -253,9 +252,10 @@ def answers_instead(item: dict | None, source: str, caption: str, target: str,
 def transcript_wer(source: str, transcript: str) -> float:
     """WER of the ASR ``transcript`` against the spoken ``source`` (jiwer, Whisper's English normalisation)."""
     import jiwer
-    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
-    norm = EnglishTextNormalizer({})
+    from bench.asr_bench import _normalizer
+
+    norm = _normalizer()
     ref, hyp = norm(source), norm(transcript)
     if not ref.strip():
         return 0.0 if not hyp.strip() else 1.0
@@ -393,22 +393,20 @@ def summarise(rows: list[dict], items: dict, target: str, mask_k: int | None = N
 def summaries(results: dict[str, list[dict]], items: dict, target: str) -> dict:
     """Per run method a :func:`summarise`; for an SSBD run also ``<method>_display_mask<k>`` for every k of
     :data:`MASK_KS` (the same run shown with display-only mask-k, :func:`display_variants`); NE and chrF against
-    the AR run's of the same segmentation (``ne_vs_ar``, ``chrf_minus_ar``)."""
+    the AR run's (``ne_vs_ar``, ``chrf_minus_ar``)."""
     out = {}
     for m, rows in results.items():
         out[m] = summarise(rows, items, target)
         if METHODS.get(m, {}).get("method") == "ssbd" and rows:
             for k in MASK_KS:
                 out[f"{m}_display_mask{k}"] = summarise(rows, items, target, mask_k=k)
-    for m, s in out.items():  # against the AR run of the same segmentation (ar_utterance for *_utterance runs)
-        base = "ar_utterance" if m.startswith("ssbd_utterance") and "ar_utterance" in out else "ar"
-        ar = out.get(base)
-        if not ar or m in ("ar", "ar_utterance"):
-            continue
-        if ar["ne_mean"]:
-            s["ne_vs_ar"] = _r(s["ne_mean"] / ar["ne_mean"], 3) if s["ne_mean"] is not None else None
-        if ar["chrf"] is not None and s["chrf"] is not None:
-            s["chrf_minus_ar"] = _r(s["chrf"] - ar["chrf"], 2)
+    ar = out.get("ar")
+    if ar:
+        for m, s in out.items():
+            if m != "ar" and ar["ne_mean"]:
+                s["ne_vs_ar"] = _r(s["ne_mean"] / ar["ne_mean"], 3) if s["ne_mean"] is not None else None
+            if m != "ar" and ar["chrf"] is not None and s["chrf"] is not None:
+                s["chrf_minus_ar"] = _r(s["chrf"] - ar["chrf"], 2)
     return out
 
 

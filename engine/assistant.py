@@ -153,11 +153,16 @@ class Assistant:
             m.tts_compute_s += time.perf_counter() - t0
             if len(audio) == 0 or cancel.is_set():
                 continue
-            if m.first_audio_wall is None:
-                m.first_audio_wall = time.monotonic()
-            m.audio_s += len(audio) / self.tts.sample_rate
-            self.spoken.append((text, len(audio) / self.tts.sample_rate))
-            self.emit(AnswerAudio(utterance, index, np.asarray(audio, np.float32), self.tts.sample_rate))
+            self._audio(utterance, index, text, audio, m)
+
+    def _audio(self, utterance: int, index: int, text: str, audio, m: AnswerMetrics) -> None:
+        """Emit one sentence's synthesised audio and account for it (metrics, :attr:`spoken`)."""
+        if m.first_audio_wall is None:
+            m.first_audio_wall = time.monotonic()
+        seconds = len(audio) / self.tts.sample_rate
+        m.audio_s += seconds
+        self.spoken.append((text, seconds))
+        self.emit(AnswerAudio(utterance, index, np.asarray(audio, np.float32), self.tts.sample_rate))
 
     def keep_heard(self, dropped_s: float) -> str | None:
         """Barge-in after (part of) the last answer was spoken: playback dropped ``dropped_s`` seconds of its
@@ -232,10 +237,7 @@ class PredGenAssistant(Assistant):
                 m.first_sentence_wall = time.monotonic()
                 m.sentences += 1
                 self.emit(AnswerSentence(utterance, 0, text))
-                m.first_audio_wall = time.monotonic()
-                m.audio_s += len(audio) / self.tts.sample_rate
-                self.spoken.append((text, len(audio) / self.tts.sample_rate))
-                self.emit(AnswerAudio(utterance, 0, np.asarray(audio, np.float32), self.tts.sample_rate))
+                self._audio(utterance, 0, text, audio, m)
             else:
                 self._sentence(utterance, index, text, m, tts_q)
 
@@ -327,7 +329,10 @@ class Conversation:
 
     def on_playback_cut(self, dropped_s: float) -> None:
         """Playback was stopped by a barge-in with ``dropped_s`` seconds of answer audio never played: the history
-        keeps what the user heard (:meth:`Assistant.keep_heard`), now or when the answer in flight ends."""
+        keeps what the user heard (:meth:`Assistant.keep_heard`), now or when the answer in flight ends. A cut that
+        dropped nothing (≤ 0 s) changes nothing."""
+        if not dropped_s > 0:
+            return
         with self._cv:
             if self._busy == "answer":
                 self._cut = dropped_s

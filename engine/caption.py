@@ -636,25 +636,23 @@ class SentenceTranslator:
         for j, s in enumerate(closed[keep:]):
             if j < len(stale):
                 self._set_draft(stale[j][1])
-            u = self._inner(s, True, None, pause)
+            u = self.inner.translate_ssbd(s, final=True, pause=pause)
             self.done.append((s, list(u.tokens), u.text))
             self.closed_translated += 1
             draft, accepted, passes = draft + u.draft, accepted + u.accepted, passes + u.forward_passes
             self.inner.reset()
         if open_:
-            u = self._inner(open_, final, cancel, pause)
+            u = self.inner.translate_ssbd(open_, final=final, cancel=cancel, pause=pause)
             o_tokens, o_text, o_stable, o_tail = list(u.tokens), u.text, u.stable_text, u.tail_text
             draft, accepted, passes = draft + u.draft, accepted + u.accepted, passes + u.forward_passes
         else:
             o_tokens, o_text, o_stable, o_tail = [], "", "", ""
         head_tokens = [t for _, toks, _ in self.done for t in toks]
         head = " ".join(x for _, _, x in self.done if x)
-        join = lambda a, b: f"{a} {b}".strip() if a and b else (a or b)  # noqa: E731
-        text = join(head, o_text)
-        stable = join(head, o_stable)
-        tail = o_tail if not final else ""
-        out = head_tokens + o_tokens
-        nu = SSBDUpdate(source, out, text, text if final else stable, tail, draft, accepted, len(out), passes,
+        text = " ".join(x for x in (head, o_text) if x)
+        stable = " ".join(x for x in (head, o_stable) if x)
+        out = head_tokens + o_tokens  # a final update's tail is empty (its text is shown whole)
+        nu = SSBDUpdate(source, out, text, text if final else stable, o_tail, draft, accepted, len(out), passes,
                         time.perf_counter() - t0, final)
         self.stream.updates.append(nu)
         return nu
@@ -668,7 +666,3 @@ class SentenceTranslator:
             t.prev = list(tokens)
             t._last_complete = False
 
-    def _inner(self, source: str, final: bool, cancel, pause):
-        if pause is None:
-            return self.inner.translate_ssbd(source, final=final, cancel=cancel)
-        return self.inner.translate_ssbd(source, final=final, cancel=cancel, pause=pause)

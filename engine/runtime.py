@@ -292,6 +292,8 @@ def build_translator(cfg: Config, rt: Runtime, target: str, on_trigger=None):
     c = cfg.caption
     if c.method not in ("ssbd", "ar"):
         raise ConfigError(f"caption.method must be 'ssbd' or 'ar', got {c.method!r}")
+    if c.segment not in ("sentence", "utterance"):
+        raise ConfigError(f"caption.segment must be 'sentence' or 'utterance', got {c.segment!r}")
     from .caption import SentenceTranslator, guarded
 
     lm = rt.llm(c.model_role)
@@ -301,6 +303,4 @@ def build_translator(cfg: Config, rt: Runtime, target: str, on_trigger=None):
         t = ARRetranslator(lm, target, c.max_tokens, mask_k=c.mask_k if c.display_only_mask else 0)
     # every final caption passes the fidelity guard: one that answers instead of translating is re-translated
     t = guarded(t, on_trigger)
-    if c.segment not in ("sentence", "utterance"):
-        raise ConfigError(f"caption.segment must be 'sentence' or 'utterance', got {c.segment!r}")
     return SentenceTranslator(t) if c.segment == "sentence" else t
