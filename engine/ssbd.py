@@ -245,12 +245,25 @@ class SSBDTranslator(Translator):
             nxt = int(np.argmax(rows[-1]))
         nxt = greedy_to_eos(s, out, nxt, self.lm.eos_ids, self.max_tokens, cancel, pause)  # lines 14–20
         self._last_complete = nxt is not None and nxt in self.lm.eos_ids
-        self.prev = out
+        self.prev = next_draft(out, draft, cancel is not None and cancel.is_set())
         stable, tail = self._display(out, final)
         u = SSBDUpdate(source, out, self.lm.detokenize(out).strip(), stable, tail, len(draft), k, len(out),
                        s.n_eval - n_eval0, time.perf_counter() - t0, final)
         self.stream.updates.append(u)
         return u
+
+
+def next_draft(out: list[int], draft: list[int], cancelled: bool) -> list[int]:
+    """The draft Y^{T-1} of the next update (Algorithm 1, line 2). An update that ran to its end gives its output.
+    One cancelled while decoding (a newer source is waiting) stopped short of its translation's end: its output is
+    the verified prefix, the token chosen at the divergence and what was decoded after it; when that is shorter than
+    the draft it verified, the draft's remaining tokens are kept after it (aligned as if the divergence were a
+    substitution), so the next update — usually the final transcript — still gets a whole translation to verify
+    instead of a few tokens. A wrong tail costs nothing but its verification rows: tokens are accepted only where
+    the target agrees (Eq. 5)."""
+    if cancelled and len(out) < len(draft):
+        return list(out) + list(draft[len(out):])
+    return list(out)
 
 
 def greedy_to_eos(session, out: list[int], nxt, eos_ids, max_tokens: int, cancel=None, pause=None):

@@ -133,3 +133,29 @@ def test_partial_updates_in_chunks_pause_and_cancel(qwen_small, monkeypatch, met
     prev = list(getattr(chunked, "prev", []))
     c = chunked.translate_ssbd(SRC + " It is raining.", cancel=stop, pause=lambda: None)
     assert c.tokens == [] and c.forward_passes == 0 and getattr(chunked, "prev", []) == prev
+
+
+def test_a_partial_cancelled_while_decoding_keeps_the_rest_of_its_draft(qwen_small, monkeypatch):
+    """An update cut short while decoding (a newer source waits) must not leave the next update — usually the final
+    transcript — a draft of a few tokens: the rest of the draft it verified is kept after its output."""
+    import threading
+
+    import engine.ssbd as S
+
+    monkeypatch.setattr(S, "VERIFY_CHUNK", 4096)  # the verification is one pass: pause() #1, then one per step
+    tr = SSBDTranslator(qwen_small, "German", beta=0.0, mask_k=0)
+    full = tr.translate_ssbd(SRC).tokens
+    assert len(full) >= 8 and tr.prev == full
+    stop, calls = threading.Event(), []
+
+    def pause():
+        calls.append(1)
+        if len(calls) == 3:  # after the verification pass and one decode step
+            stop.set()
+
+    u = tr.translate_ssbd("Two women in blue dresses are dancing in the rain on a busy street.", cancel=stop,
+                          pause=pause)
+    assert stop.is_set() and 0 < len(u.tokens) < len(full)
+    assert tr.prev == u.tokens + full[len(u.tokens):]
+    done = tr.translate_ssbd("Two women in blue dresses are dancing in the rain on a busy street.")
+    assert done.draft == len(full) and tr.prev == done.tokens  # an update that ran to its end: its own output
