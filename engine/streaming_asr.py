@@ -191,8 +191,13 @@ class OnlineASRProcessor:
 
     def prompt(self) -> str:
         # committed words that left the buffer, plus earlier utterances; last 200 characters
-        outside = [w for w in self.committed if w.end <= self.buffer_time_offset]
-        return (self.context + join_words(outside))[-200:]
+        return (self.context + join_words(self._left_buffer()))[-200:]
+
+    def _left_buffer(self) -> list[Word]:
+        """Committed words whose audio left the buffer at a trim: those whose middle lies before its start. The cut
+        is a segment end of the latest decode, but a committed word keeps the times of the decode that committed it,
+        which may put its end a little past the cut: it still left with the audio before it."""
+        return [w for w in self.committed if (w.start + w.end) / 2 < self.buffer_time_offset]
 
     def process_iter(self, until: float | None = None) -> tuple[list[Word], list[Word]]:
         """Re-decode the buffer (up to the audio time ``until``, seconds, if given: e.g. the end of speech at a
@@ -268,7 +273,7 @@ class OnlineASRProcessor:
             tail = []
         full = self._full_final() if self.final_full and not doubtful else None
         if full is not None:
-            kept = [w for w in self.committed if w.end <= self.buffer_time_offset + 1e-6]
+            kept = self._left_buffer()
             tail = full
             self.committed = kept + full
         else:
@@ -297,8 +302,7 @@ class OnlineASRProcessor:
             return None
         h = HypothesisBuffer()
         h.last_committed_time = max(self.context_end, self.buffer_time_offset)
-        outside = [w for w in self.committed if w.end <= self.buffer_time_offset + 1e-6]
-        h.committed_in_buffer = (self.context_words + outside)[-5:]
+        h.committed_in_buffer = (self.context_words + self._left_buffer())[-5:]
         h.insert(self._last_full, 0.0)
         return list(h.new)
 

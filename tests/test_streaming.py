@@ -113,6 +113,47 @@ def test_processor_finish_skips_decode_when_hypothesis_covers_speech():
     assert p.text == "hello there friend" and p.final_decodes_skipped == 1
 
 
+def test_a_committed_word_is_not_lost_when_a_later_decode_times_it_differently_at_a_trim():
+    """The buffer is trimmed at a segment end of the latest decode, while the committed words carry the times of the
+    decode that committed them: a committed word whose earlier end lies just past the cut ("merrier", 2.96 s vs a
+    cut at 2.90 s) left the buffer with the audio before it and must stay in the final text (it was dropped, and the
+    final decode of the trimmed buffer, which hears only its last bit, did not bring it back)."""
+    import numpy as np
+
+    from engine.streaming_asr import BackendResult
+
+    def ws(*items):
+        return [Word(a, b, " " + t) for t, a, b in items]
+
+    head = [("bring", 0.0, 0.3), ("her", 0.3, 0.6), ("along", 0.6, 1.2), ("the", 1.5, 1.7)]
+    decodes = [
+        (ws(*head[:2]), [0.6]),
+        (ws(*head), [1.7]),
+        (ws(*head, ("more", 1.7, 2.1), ("the", 2.1, 2.4), ("merrier", 2.5, 2.96)), [2.96]),
+        (ws(*head, ("more", 1.7, 2.1), ("the", 2.1, 2.4), ("merrier", 2.5, 2.96), ("lumina", 3.3, 3.8)), [2.96, 3.8]),
+        (ws(*head, ("more", 1.7, 2.1), ("the", 2.1, 2.4), ("merrier", 2.5, 2.9), ("lumina", 3.3, 3.8),
+            ("a", 3.9, 4.0)), [2.9, 4.0]),
+        # after the cut at 2.90 s (times relative to it): the clipped end of "merrier" is not heard again
+        (ws(("lumina", 0.4, 0.9), ("a", 1.0, 1.1), ("melodious", 1.2, 1.8), ("language", 1.9, 2.6)), [2.6]),
+    ]
+
+    class Backend:
+        name = "scripted"
+
+        def transcribe(self, audio, prompt=""):
+            words, ends = decodes.pop(0) if len(decodes) > 1 else decodes[0]
+            return BackendResult(words, ends, {})
+
+    p = OnlineASRProcessor(Backend(), buffer_trim_s=4.5)
+    for _ in range(6):
+        p.insert_audio_chunk(np.zeros(16000, np.float32))
+        p.process_iter()
+    assert p.buffer_time_offset == pytest.approx(2.9)  # trimmed once, at the latest decode's segment end
+    assert "merrier" in p.prompt()  # the committed word that left the buffer is in the decoding prompt
+    p.finish()
+    assert p.text == "bring her along the more the merrier lumina a melodious language"
+
+
 @pytest.mark.parametrize("role", ["asr_draft", "asr_target"])
 def test_pipeline_on_jfk_emits_partials_then_final(runtime, jfk_path, role):
     from audio.sources import FileSource
