@@ -90,10 +90,12 @@ METHODS: dict[str, dict] = {
     "ssd_padded": {"asr": {"method": "ssd", "encoder_window": "padded"}},
     # the buffer of a long utterance trimmed at a committed sentence end past 15 s (the previous default) vs 8 s
     "ar_trim15": {"asr": {"method": "ar", "buffer_trim_s": 15.0}},
+    # the decode that gives the final text (at a pause, at the end of speech) with beam search, partials greedy
+    "ar_final_beam5": {"asr": {"method": "ar", "final_beam_size": 5}},
 }
 DEFAULT_METHODS = ["ar", "ar_trim15", "ssd", "ssd_lossless", "specasr", "ar_padded"]
 BASELINE = "ar_padded"
-AR_OF = {"ar_trim15": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
+AR_OF = {"ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
 
 
 # --------------------------------------------------------------------------------------------------------- metrics

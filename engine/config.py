@@ -79,6 +79,9 @@ class AsrConfig:
     context_gap_s: float = 0.0
     final_full: bool = True  # True: final text = the last decode of the whole utterance (False: LocalAgreement-2)
     beam_size: int = 1
+    # beam width of the decode that gives an utterance's final text (at a VAD pause and at the end of speech); the
+    # partials stay greedy. Plain AR (asr.method=ar) only: SSD and SpecASR verify against greedy decoding
+    final_beam_size: int = 1
     compute_type: str = "int8"  # CTranslate2 compute type on CPU ("float16" on CUDA)
     device: str = "auto"  # "cpu", "cuda" or "auto"
     cpu_threads: int = 0  # 0 = all cores
@@ -311,6 +314,9 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "asr.context_gap_s": ("Acoustic context gap (s)", "When the previous utterance ended less than this ago, its "
                           "audio stays at the head of the buffer as acoustic context (its words are not emitted "
                           "again); 0 = every utterance is decoded on its own audio."),
+    "asr.final_beam_size": ("Beam width of the final decode", "The decode that gives an utterance's final text (at "
+                            "a pause and at the end of speech) uses beam search of this width; partials stay greedy. "
+                            "1 = greedy. Plain AR only (SSD and SpecASR verify against greedy decoding)."),
     "asr.final_full": ("Final text from the whole utterance", "On: at the end of speech the words still in the "
                        "buffer come from the latest decode of the whole utterance (it sees all of it); off: "
                        "whisper_streaming's rule, the words LocalAgreement-2 committed from shorter prefixes."),
@@ -445,7 +451,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "asr.min_chunk_s": (0.2, 5.0), "asr.buffer_trim_s": (3.0, 28.0), "asr.tau_ctc": (0.0, 10.0),
     "asr.encoder_margin_s": (0.0, 10.0), "asr.encoder_min_s": (1.0, 30.0), "asr.guard_tokens_per_s": (0.5, 20.0),
     "asr.guard_tokens_base": (4, 200), "asr.guard_compression_ratio": (1.5, 10.0), "asr.guard_logprob": (-10.0, 0.0),
-    "asr.guard_no_speech": (0.0, 1.0),
+    "asr.guard_no_speech": (0.0, 1.0), "asr.final_beam_size": (1, 10),
     "asr.tau_slm": (0.0, 1.0), "asr.specasr_threshold": (0.0, 1.0), "asr.specasr_max_draft": (1, 64),
     "llm.predgen_top_k": (1, 50), "llm.predgen_tokens_per_update": (0, 64), "llm.predgen_speculation_threads": (0, 64),
     "llm.max_answer_tokens": (8, 2048), "caption.beta": (0.0, 1.0), "caption.mask_k": (0, 20),

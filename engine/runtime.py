@@ -62,9 +62,10 @@ class Runtime:
                 from .ssd_asr import SSDCT2Backend
 
                 return SSDCT2Backend(self.whisper_ssd(), a.tau_ctc, a.tau_slm, speculate=a.method == "ssd",
-                                     window=self.window_policy(), guard=self.decode_guard(), beam_size=a.beam_size)
+                                     window=self.window_policy(), guard=self.decode_guard(), beam_size=a.beam_size,
+                                     final_beam_size=a.final_beam_size)
 
-            key = f"asr:{a.method}:ct2:{a.model_role}:{a.tau_ctc}:{a.tau_slm}:{a.beam_size}"
+            key = f"asr:{a.method}:ct2:{a.model_role}:{a.tau_ctc}:{a.tau_slm}:{a.beam_size}:{a.final_beam_size}"
             return self._get(f"{key}:{self.window_policy()}:{self.decode_guard()}", build_ct2)
         if a.method in ("ssd", "ar_torch"):
             def build_ssd():

@@ -411,9 +411,10 @@ class SSDCT2Backend:
 
     def __init__(self, model: WhisperSSD, tau_ctc: float = 0.7, tau_slm: float = 0.2, use_previous: bool = True,
                  speculate: bool = True, window: WindowPolicy | None = None, guard: DecodeGuard | None = None,
-                 beam_size: int = 1):
+                 beam_size: int = 1, final_beam_size: int = 1):
         self.m = model
         self.beam_size = beam_size  # plain AR only (speculation verifies against greedy)
+        self.final_beam_size = final_beam_size  # the decode of an utterance's final text (transcribe_final)
         self.name = "ssd" if speculate else "ar"
         self.redecode_gaps = True  # decode stretches of loud audio the decoder skipped (skipped_regions)
         self.window = window or WindowPolicy()
@@ -445,8 +446,16 @@ class SSDCT2Backend:
         merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
         return [Word(a["start"], a["end"], a["word"]) for a in al if a["word"]]
 
-    def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
-        """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt``.
+    def transcribe_final(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
+        """:meth:`transcribe` for the decode that gives an utterance's final text (the streaming processor calls it
+        at a VAD pause and at the end of speech): plain AR decodes it with beam search of width
+        ``final_beam_size`` (``asr.final_beam_size``); SSD decodes it as any other update."""
+        beam = self.final_beam_size if not self.speculate else None
+        return self.transcribe(audio, prompt, beam_size=beam if beam and beam > 1 else None)
+
+    def transcribe(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None) -> BackendResult:
+        """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt`` (``beam_size``: this decode's
+        beam width for plain AR, default ``self.beam_size``).
 
         The encoder sees the audio in a window of ``self.window`` (length-scaled by default); the decode passes
         :attr:`guard` or is redone greedily on the padded 30 s window, and, when the best decode so far collapsed
@@ -469,7 +478,7 @@ class SSDCT2Backend:
         audio_s = n / SAMPLE_RATE
         if prompt and prompt == self._bad_prompt:
             prompt = ""  # the buffer's earlier decodes collapsed under this prompt: it is not tried again
-        r = self._decode_window(audio, prompt, self.window.n_frames(n), self.speculate)
+        r = self._decode_window(audio, prompt, self.window.n_frames(n), self.speculate, beam_size)
         stats = dict(r.stats)
         verdict = self.guard.check(r.tokens, r.text, audio_s, r.avg_logprob, r.no_speech_prob)
         stats["guard"] = verdict.reason
@@ -545,8 +554,10 @@ class SSDCT2Backend:
         self._prev = None  # ... and so does the next update's buffer from the last piece
         return res
 
-    def _decode_window(self, audio: np.ndarray, prompt: str, n_frames: int, speculate: bool) -> "_WindowDecode":
-        """One encoder window and one decode (SSD Eq. 3/5/6, or greedy AR when ``speculate`` is False)."""
+    def _decode_window(self, audio: np.ndarray, prompt: str, n_frames: int, speculate: bool,
+                       beam_size: int | None = None) -> "_WindowDecode":
+        """One encoder window and one decode (SSD Eq. 3/5/6, or AR when ``speculate`` is False: beam search of
+        width ``beam_size``, default ``self.beam_size``)."""
         n = len(audio)
         t0 = time.perf_counter()
         sv = self.m.fw.encode(log_mel(self.m.fw.feature_extractor, audio, n_frames))
@@ -592,7 +603,7 @@ class SSDCT2Backend:
             prefix = p + draft[:j]
             # the token cap: CTranslate2's max_length does not count new tokens one for one, so ask for enough
             # (never past Whisper's 448 positions) and cut the continuation at the cap here
-            g = dec.generate(prefix, beam_size=1 if speculate else self.beam_size,
+            g = dec.generate(prefix, beam_size=1 if speculate else (beam_size or self.beam_size),
                              max_length=min(448, 2 * (len(prefix) + max(1, cap - j)) + 2),
                              suppress_blank=j == 0, return_scores=True, return_no_speech_prob=True)
             cont = [t for t in g.sequences_ids[0] if t < tok.eot]

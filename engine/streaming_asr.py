@@ -209,7 +209,7 @@ class OnlineASRProcessor:
         if len(audio) < SAMPLE_RATE * 0.1:
             return [], self.hyp.complete()
         t0 = time.perf_counter()
-        res = self.backend.transcribe(audio, self.prompt())
+        res = self._decode(audio, final=until is not None)
         self.decoded_until = self.buffer_time_offset + len(audio) / SAMPLE_RATE
         self._remember(res.words)
         self.hyp.insert(res.words, self.buffer_time_offset)
@@ -222,6 +222,13 @@ class OnlineASRProcessor:
             self._chunk_completed_segment(res.segment_ends)
         self.updates.append(UpdateStats(time.perf_counter() - t0, len(audio) / SAMPLE_RATE, len(new), res.stats))
         return new, self.hyp.complete()
+
+    def _decode(self, audio: np.ndarray, final: bool) -> BackendResult:
+        """One backend decode of ``audio`` after :meth:`prompt`. ``final``: this decode may give the utterance's
+        final text (at a VAD pause or the end of speech): a backend with ``transcribe_final`` (e.g. beam search for
+        the final text, ``asr.final_beam_size``) decodes it with that."""
+        fn = getattr(self.backend, "transcribe_final", None) if final else None
+        return (fn or self.backend.transcribe)(audio, self.prompt())
 
     def _chunk_completed_segment(self, ends: list[float]) -> None:
         if not self.committed or len(ends) < 2:
@@ -258,7 +265,7 @@ class OnlineASRProcessor:
                 keep = int(round((speech_end - self.buffer_time_offset) * SAMPLE_RATE))
                 self.audio = self.audio[: max(keep, int(SAMPLE_RATE * 0.1))]
             t0 = time.perf_counter()
-            res = self.backend.transcribe(self.audio, self.prompt())
+            res = self._decode(self.audio, final=True)
             self._remember(res.words)
             self.hyp.insert(res.words, self.buffer_time_offset)
             tail = list(self.hyp.new)

@@ -154,6 +154,60 @@ def test_a_committed_word_is_not_lost_when_a_later_decode_times_it_differently_a
     assert p.text == "bring her along the more the merrier lumina a melodious language"
 
 
+def test_the_decodes_that_give_the_final_text_use_the_backends_final_decode():
+    """asr.final_beam_size: the decode at a VAD pause (``until``) and the one at the end of speech go through the
+    backend's ``transcribe_final`` (beam search there); the partials' decodes do not."""
+    import numpy as np
+
+    calls = []
+
+    class Backend(ScriptedBackend):
+        def transcribe(self, audio, prompt=""):
+            calls.append("partial")
+            return super().transcribe(audio, prompt)
+
+        def transcribe_final(self, audio, prompt=""):
+            calls.append("final")
+            return super().transcribe(audio, prompt)
+
+    p = OnlineASRProcessor(Backend([W("turn the"), W("turn the lights"), W("turn the lights off")]))
+    for _ in range(2):
+        p.insert_audio_chunk(np.zeros(16000, np.float32))
+        p.process_iter()
+    p.insert_audio_chunk(np.zeros(16000, np.float32))
+    p.process_iter(until=2.5)  # a pause: decoded up to it, the final text may be this decode
+    p.insert_audio_chunk(np.zeros(8000, np.float32))
+    p.finish(speech_end=3.2)  # speech went on after the pause: decoded once more, as a final
+    assert calls == ["partial", "partial", "final", "final"]
+    assert p.text == "turn the lights off"
+
+
+def test_ar_backend_decodes_the_final_text_with_beam_search(runtime, jfk_path, monkeypatch):
+    """SSDCT2Backend.transcribe_final runs CTranslate2's beam search of width final_beam_size (plain AR only; SSD
+    verifies against greedy and ignores it); on jfk.flac the beam text is right."""
+    from audio.io import load_audio
+    from engine import ct2_whisper
+    from engine.ssd_asr import SSDCT2Backend
+
+    audio = load_audio(jfk_path)
+    seen = []
+    orig = ct2_whisper.CT2WhisperDecoder.generate
+
+    def spy(self, prefix, **options):
+        seen.append(options.get("beam_size"))
+        return orig(self, prefix, **options)
+
+    monkeypatch.setattr(ct2_whisper.CT2WhisperDecoder, "generate", spy)
+    m = runtime.whisper_ssd()
+    text = "".join(w.text for w in SSDCT2Backend(m, speculate=False, final_beam_size=5).transcribe_final(audio).words)
+    assert seen == [5]
+    SSDCT2Backend(m, speculate=False, final_beam_size=5).transcribe(audio)
+    SSDCT2Backend(m, speculate=True, final_beam_size=5).transcribe_final(audio)
+    assert 5 not in seen[1:]
+    norm = text.lower().replace(",", "").replace(".", "").strip()
+    assert jiwer.wer(JFK_TEXT.lower().replace(",", "").replace(".", ""), norm) < 0.1
+
+
 @pytest.mark.parametrize("role", ["asr_draft", "asr_target"])
 def test_pipeline_on_jfk_emits_partials_then_final(runtime, jfk_path, role):
     from audio.sources import FileSource
