@@ -35,6 +35,10 @@ class BackendResult:
 
 
 class ASRBackend(Protocol):
+    """A streaming decoder. It may also have ``transcribe_final(audio, prompt)`` (same signature and result) for the
+    decodes that give an utterance's final text; :class:`OnlineASRProcessor` then calls it at a VAD pause and at the
+    end of speech (e.g. beam search there while the partials stay greedy)."""
+
     name: str
 
     def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
