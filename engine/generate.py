@@ -52,6 +52,23 @@ class LMSession:
         self.n_eval_tokens += len(tokens)
         return logits
 
+    def eval_cancellable(self, tokens: Sequence[int], cancel) -> np.ndarray | None:
+        """:meth:`eval` that returns None (evaluating nothing) when ``cancel`` is set before or — on an adapter with
+        ``eval_cancellable`` (llama.cpp) — during the forward pass."""
+        if cancel is not None and cancel.is_set():
+            return None
+        fn = getattr(self.lm, "eval_cancellable", None)
+        if fn is None or cancel is None:
+            return self.eval(tokens)
+        self._claim()
+        logits = fn(tokens, cancel)
+        if logits is None:
+            return None
+        self.tokens.extend(tokens)
+        self.n_eval += 1
+        self.n_eval_tokens += len(tokens)
+        return logits
+
     def prefill(self, prompt: Sequence[int]) -> np.ndarray:
         """Make the cache hold exactly ``prompt``; return the logits row after its last token (n_vocab,).
         Reuses the longest cached common prefix (at least the last prompt token is re-evaluated for its row)."""

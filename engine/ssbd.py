@@ -34,16 +34,17 @@ from . import verify as V
 from .caption import Translator, same_source
 
 #: tokens per forward pass of a cancellable (partial) verification pass: on this 2-core CPU 32-token passes cost
-#: ≈ 15 % more than one pass over a 93-token prompt ⊕ draft, and a cancel waits at most one of them (≈ 0.4 s)
+#: ≈ 15 % more than one pass over a 93-token prompt ⊕ draft; the streaming ASR gets the CPU between passes, and a
+#: cancel stops a pass at once on llama.cpp (its abort callback, :meth:`engine.lm.LlamaCppLM.eval_cancellable`)
 VERIFY_CHUNK = 32
 
 
 def eval_chunked(session, prompt: list[int], draft: list[int], cancel: threading.Event | None = None,
                  pause=None, chunk: int | None = None) -> np.ndarray | None:
     """:meth:`engine.generate.LMSession.eval_draft` in passes of at most ``chunk`` tokens (default
-    :data:`VERIFY_CHUNK`), calling ``pause()`` before each pass and stopping (None) when ``cancel`` is set. The
-    cache then holds the evaluated part of prompt ⊕ draft (all of it unless cancelled). One pass when neither is
-    given.
+    :data:`VERIFY_CHUNK`), calling ``pause()`` before each pass and stopping (None) when ``cancel`` is set —
+    between passes, and within a pass on an adapter that can abort one (llama.cpp). The cache then holds the
+    evaluated part of prompt ⊕ draft (all of it unless cancelled). One pass when neither is given.
 
     Returns:
         float32 (len(draft)+1, n_vocab) verification rows (row j: next-token logits before ``draft[j]``), or None
@@ -64,9 +65,10 @@ def eval_chunked(session, prompt: list[int], draft: list[int], cancel: threading
     for i in range(0, len(feed), chunk):
         if pause is not None:
             pause()
-        if cancel is not None and cancel.is_set():
+        r = session.eval_cancellable(feed[i : i + chunk], cancel)  # llama.cpp stops mid-pass when cancelled
+        if r is None:
             return None
-        rows.append(session.eval(feed[i : i + chunk]))
+        rows.append(r)
     return np.concatenate(rows)[len(feed) - len(draft) - 1 :]
 
 

@@ -109,3 +109,38 @@ def test_whisper_decoders_sit_behind_the_protocol(runtime, jfk_audio):
     assert p_ct2.shape == (len(toks),) and dec.n_forward == 1 and dec.alignment is not None
     assert np.abs(p_ct2 - p_torch).mean() < 0.05
     assert V.threshold_accepted(p_ct2, 0.2) == V.prob_threshold(rows, toks, 0.2).accepted
+
+
+def test_llama_cpp_eval_is_cancelled_within_the_pass_and_leaves_the_cache_as_it_was(qwen_small):
+    """LlamaCppLM.eval_cancellable: a cancel set while llama.cpp evaluates a long pass stops it (abort callback)
+    well before the pass would end; n_past and the cache are as before, so what follows equals an uncancelled run;
+    eval() itself is never aborted."""
+    import threading
+    import time
+
+    import numpy as np
+
+    lm = qwen_small
+    head = lm.tokenize("The quick brown fox jumps over the lazy dog. " * 2)
+    long = lm.tokenize(" ".join(f"word{i}" for i in range(400)))[:384]
+    lm.crop(0)
+    lm.eval(head)
+    t = time.perf_counter()
+    lm.eval(long)
+    full_s = time.perf_counter() - t
+    lm.crop(len(head))
+    stop = threading.Event()
+    threading.Timer(full_s * 0.2, stop.set).start()
+    t = time.perf_counter()
+    assert lm.eval_cancellable(long, stop) is None
+    assert time.perf_counter() - t < full_s * 0.7
+    assert lm.n_past == len(head)
+    stop.set()
+    a = lm.eval(long[:16])  # after an aborted pass: the same logits as without it
+    lm.crop(0)
+    lm.eval(head)
+    b = lm.eval(long[:16])
+    assert np.allclose(a, b, atol=1e-3)
+    lm.crop(len(head))
+    ok = lm.eval_cancellable(long[:16], threading.Event())
+    assert np.allclose(ok, b, atol=1e-3) and lm.n_past == len(head) + 16
