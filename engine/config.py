@@ -145,7 +145,7 @@ class CaptionConfig:
     max_tokens: int = 96
     # SSBD (ssbd_live_translation.txt Eq. 5)
     beta: float = 0.2
-    mask_k: int = 5
+    mask_k: int = 6
     display_only_mask: bool = True
     # "utterance": the whole utterance is re-translated on each update (measured better: caption_segment.json);
     # "sentence": closed sentences are translated once and kept, only the open one is re-translated

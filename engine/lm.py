@@ -164,10 +164,15 @@ class LlamaCppLM:
             return self.eval(tokens)
         if cancel.is_set():
             return None
+        import logging
+
         ctx = self.llm._ctx.ctx
         n0 = self.llm.n_tokens
+        log = logging.getLogger("llama-cpp-python")  # llama.cpp reports an aborted decode at its error level
+        level = log.level
         self._cancel = cancel
         self._llama_cpp.llama_set_abort_callback(ctx, self._abort_cb, None)
+        log.setLevel(logging.CRITICAL)
         try:
             return self.eval(tokens)
         except RuntimeError:
@@ -177,6 +182,7 @@ class LlamaCppLM:
             self.llm.n_tokens = n0
             return None
         finally:
+            log.setLevel(level)
             self._llama_cpp.llama_set_abort_callback(ctx, self._no_abort_cb, None)
             self._cancel = None
 

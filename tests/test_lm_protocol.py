@@ -111,7 +111,7 @@ def test_whisper_decoders_sit_behind_the_protocol(runtime, jfk_audio):
     assert V.threshold_accepted(p_ct2, 0.2) == V.prob_threshold(rows, toks, 0.2).accepted
 
 
-def test_llama_cpp_eval_is_cancelled_within_the_pass_and_leaves_the_cache_as_it_was(qwen_small):
+def test_llama_cpp_eval_is_cancelled_within_the_pass_and_leaves_the_cache_as_it_was(qwen_small, capfd):
     """LlamaCppLM.eval_cancellable: a cancel set while llama.cpp evaluates a long pass stops it (abort callback)
     well before the pass would end; n_past and the cache are as before, so what follows equals an uncancelled run;
     eval() itself is never aborted."""
@@ -135,6 +135,7 @@ def test_llama_cpp_eval_is_cancelled_within_the_pass_and_leaves_the_cache_as_it_
     assert lm.eval_cancellable(long, stop) is None
     assert time.perf_counter() - t < full_s * 0.7
     assert lm.n_past == len(head)
+    assert "decode" not in capfd.readouterr().err  # an expected abort prints nothing
     stop.set()
     a = lm.eval(long[:16])  # after an aborted pass: the same logits as without it
     lm.crop(0)
