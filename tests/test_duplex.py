@@ -210,7 +210,10 @@ def test_double_talk_path_detects_the_onset_sooner_than_the_vad_alone(runtime, j
     # adds nothing to what the VAD path does there
     assert [t for t in fast if t < 5.0] == [t for t in slow if t < 5.0]
     fast, slow = [t for t in fast if t >= 5.0], [t for t in slow if t >= 5.0]
-    assert len(fast) == 1 and len(slow) == 1, (fast, slow)  # once each, and never on the echo alone
+    # never on the echo alone: every barge-in falls in the user's speech; the VAD-only path may fire again there
+    # after a dip re-arms it (its probabilities near 0.5 differ by a hair between runs), the double-talk path once
+    end = u0 / SR + len(user) / SR
+    assert len(fast) == 1 and slow and all(onset <= t <= end for t in fast + slow), (onset, fast, slow)
     assert onset <= fast[0] <= onset + 0.3, (onset, fast)
     assert det.last_path == "double_talk"
     assert slow[0] > fast[0], (fast, slow)
