@@ -46,7 +46,10 @@ class LMSession:
     def eval(self, tokens: Sequence[int]) -> np.ndarray:
         """Append and evaluate ``tokens``; logits (len(tokens), n_vocab)."""
         self._claim()
-        logits = self.lm.eval(tokens)
+        return self._record(tokens, self.lm.eval(tokens))
+
+    def _record(self, tokens: Sequence[int], logits: np.ndarray) -> np.ndarray:
+        """Account for ``tokens`` just evaluated into the cache; returns their ``logits``."""
         self.tokens.extend(tokens)
         self.n_eval += 1
         self.n_eval_tokens += len(tokens)
@@ -62,12 +65,7 @@ class LMSession:
             return self.eval(tokens)
         self._claim()
         logits = fn(tokens, cancel)
-        if logits is None:
-            return None
-        self.tokens.extend(tokens)
-        self.n_eval += 1
-        self.n_eval_tokens += len(tokens)
-        return logits
+        return None if logits is None else self._record(tokens, logits)
 
     def prefill(self, prompt: Sequence[int]) -> np.ndarray:
         """Make the cache hold exactly ``prompt``; return the logits row after its last token (n_vocab,).

@@ -450,8 +450,8 @@ class SSDCT2Backend:
         """:meth:`transcribe` for the decode that gives an utterance's final text (the streaming processor calls it
         at a VAD pause and at the end of speech): plain AR decodes it with beam search of width
         ``final_beam_size`` (``asr.final_beam_size``); SSD decodes it as any other update."""
-        beam = self.final_beam_size if not self.speculate else None
-        return self.transcribe(audio, prompt, beam_size=beam if beam and beam > 1 else None)
+        beam = self.final_beam_size if not self.speculate and self.final_beam_size > 1 else None
+        return self.transcribe(audio, prompt, beam_size=beam)
 
     def transcribe(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None) -> BackendResult:
         """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt`` (``beam_size``: this decode's
