@@ -170,6 +170,9 @@ JOBS: tuple[Job, ...] = (
                                       "predgen", "predgen_sentence"), 1500,
         about="spoken questions in real time through VAD → streaming ASR → answer → TTS, per answer method and "
               "first-piece rule (clause vs whole sentence)"),
+    Job("voice-codec", "voice_codec.json", _bench("voice", "--methods", "predgen", "predgen_codec", "predgen_codec_pcg"),
+        1200, about="the same spoken questions answered by PredGen and spoken by Piper, by the codec-token TTS "
+                    "(target-only) and by the codec TTS with PCG: end of speech → first answer audio, the voice's RTF"),
     # -- duplex and long sessions ----------------------------------------------------------------------------------
     Job("caption", "caption.json", _bench("caption", "--methods", "ar", "ssbd"), 2700,
         about="live captions on 100 spoken inputs, Qwen 1.5B: AR re-translation and SSBD, SSBD shown with every "

@@ -10,14 +10,17 @@ threads while the user speaks and all threads once the final transcript is in. M
 * ``cascade_prefill``: no speculation, but each partial transcript's prompt is prefilled while the user speaks so
   the KV cache follows the committed text (PredGen machinery with 0 speculated tokens per update);
 * ``predgen`` (greedy verifier, lossless), ``predgen_top_k``: PredGen (predgen.txt Algorithm 1) with pre-synthesis
-  of the first sentence.
+  of the first sentence;
+* ``predgen_codec`` / ``predgen_codec_pcg``: ``predgen`` spoken by the codec-token TTS (``tts.engine = codec``,
+  target-only / PCG sampling) instead of Piper — the same pipeline, sentence streaming and pre-synthesis included.
 
 Per file and method: end of speech (the last utterance's ``SpeechEnded.wall``: when the audio holding its last
 speech sample was available) → final transcript, → first answer token, → first answer audio ready (the first
 ``AnswerAudio`` event; the player would start it then), NFETFS (LLM forward passes from the final transcript to the
 first sentence), whether the pre-synthesised audio was used, accepted-prefix length (tokens), and whether the answer
 equals the cascade's (compared where both runs got the same final transcript). Summary: p50/p90 per method, the
-NFETFS = 1 rate, and latency ratios against both cascades.
+NFETFS = 1 rate, the voice's RTF (synthesis seconds per second of answer audio), and latency ratios against both
+cascades and ``predgen``.
 
 Run: ``specvoice bench voice [FILES or folders] [--methods ...] --out bench/results/voice.json``
 (default input: bench/data/voice_questions — ``python -m bench.make_speech --questions 12 --out bench/data`` —
@@ -58,6 +61,10 @@ METHODS = {  # name → overrides of the [llm] section (every method answers wit
     "cascade_prefill_sentence": {"answer_method": "predgen", "predgen_verifier": "greedy",
                                  "predgen_tokens_per_update": 0, "tts": {"first_clause_words": 0}},
     "predgen_sentence": {"answer_method": "predgen", "predgen_verifier": "greedy", "tts": {"first_clause_words": 0}},
+    # the answer spoken by the codec-token TTS (tts.engine = codec, its default sampler) instead of Piper
+    "predgen_codec": {"answer_method": "predgen", "predgen_verifier": "greedy", "tts": {"engine": "codec"}},
+    "predgen_codec_pcg": {"answer_method": "predgen", "predgen_verifier": "greedy",
+                          "tts": {"engine": "codec", "codec_method": "pcg"}},
 }
 
 
@@ -146,6 +153,7 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
             else None,
             "nfetfs": m.nfetfs, "presynth_used": m.presynth_used, "accepted_tokens": m.accepted_tokens,
             "speculative_updates": m.speculative_updates, "asr_compute_s": _r(st.stats.asr_compute_s),
+            "tts_compute_s": _r(m.tts_compute_s), "answer_audio_s": _r(m.audio_s),
             "updates": [{"partial": x.partial, "accepted": x.accepted, "previous_len": x.previous_len,
                          "generated": x.generated, "compute_s": _r(x.compute_s), "first_sentence": x.first_sentence,
                          "cancelled": x.cancelled} for x in m.steps],
@@ -167,7 +175,10 @@ def summarise(rows: list[dict]) -> dict:
             "presynth_rate": _r(sum(bool(r["presynth_used"]) for r in ok) / len(ok)) if ok else None,
             "accepted_tokens_mean": _r(statistics.mean(r["accepted_tokens"] for r in ok), 2) if ok else None,
             "first_piece_words_mean": _r(statistics.mean(len(r.get("first_piece", "").split()) for r in ok), 2)
-            if ok else None}
+            if ok else None,
+            # the voice's cost: synthesis seconds per second of answer audio (RTF), over the turns that spoke
+            "tts_rtf": _r(sum(r.get("tts_compute_s") or 0 for r in ok) / a)
+            if (a := sum(r.get("answer_audio_s") or 0 for r in ok)) else None}
 
 
 def expand(inputs: list[str | Path]) -> list[Path]:
@@ -204,7 +215,9 @@ def main(argv=None) -> int:
         raise SystemExit("voice bench: no input (make some: python -m bench.make_speech --questions 12 --out bench/data)")
     cfg = load_config(args.config, None, args.set)
     rt = Runtime(cfg, progress=True)
-    rt.asr_backend(), rt.vad(), rt.llm(), rt.tts()  # load everything before the clock runs
+    rt.asr_backend(), rt.vad(), rt.llm()  # load everything before the clock runs
+    for meth in args.methods:
+        rt.tts(method_config(cfg, meth).tts)
     audios = {}
     for f in files:
         try:
@@ -230,7 +243,8 @@ def main(argv=None) -> int:
     for meth, rows in results.items():
         s = summarise(rows)
         s["first_clause_words"] = method_config(cfg, meth).tts.first_clause_words
-        for base in ("cascade", "cascade_prefill", meth + "_sentence"):
+        s["tts_engine"] = method_config(cfg, meth).tts.engine
+        for base in ("cascade", "cascade_prefill", "predgen", meth + "_sentence"):
             if base in results and base != meth and s["eos_to_first_audio_s_p50"]:
                 b = summarise(results[base])
                 s[f"p50_speedup_vs_{base}"] = _r(b["eos_to_first_audio_s_p50"] / s["eos_to_first_audio_s_p50"])

@@ -223,9 +223,16 @@ class Runtime:
 
         return self._get(f"llm:{role}:{instance}", build)
 
-    def tts(self):
-        """The answer voice: Piper (``tts.engine = "piper"``) or the codec TTS (``"codec"``)."""
-        t = self.cfg.tts
+    def tts(self, settings=None):
+        """The answer voice: Piper (``tts.engine = "piper"``) or the codec TTS (``"codec"``), built once per
+        setting and kept. ``settings``: a :class:`engine.config.TtsConfig` to build from (default: this runtime's;
+        a benchmark passes each method's, so both voices run in one process).
+
+        Raises:
+            ValueError: an unknown ``tts.engine``.
+            ModelError, ModelLoadError: the voice cannot be loaded.
+        """
+        t = settings if settings is not None else self.cfg.tts
         if t.engine == "codec":
             def build_codec():
                 from .pcg import CodecTTS
@@ -241,9 +248,9 @@ class Runtime:
             from tts.piper_tts import PiperTTS
 
             m = self.model("tts_voice")
-            return PiperTTS(m.path, m.config, length_scale=self.cfg.tts.length_scale)
+            return PiperTTS(m.path, m.config, length_scale=t.length_scale)
 
-        return self._get("tts:piper", build)
+        return self._get(f"tts:piper:{t.length_scale}", build)
 
     def describe(self) -> dict:
         return {r: {"path": str(m.path), "source": m.source, "kind": m.kind} for r, m in self.resolved.items()}
@@ -266,7 +273,7 @@ def build_assistant(cfg: Config, rt: Runtime, emit):
     c = cfg.llm
     if c.answer_method not in ("cascade", "predgen"):
         raise ConfigError(f"llm.answer_method must be 'predgen' or 'cascade', got {c.answer_method!r}")
-    lm, tts = rt.llm(), rt.tts()
+    lm, tts = rt.llm(), rt.tts(cfg.tts)
     if c.answer_method == "cascade":
         return Assistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit,
                          first_clause_words=cfg.tts.first_clause_words)

@@ -261,3 +261,24 @@ def test_warp_codes_stretches_each_phoneme_to_its_new_length():
     out = warp_codes(codes, true, np.array([1, 2, 3, 1, 0]))
     assert out.tolist() == [1, 2, 2, 3, 3, 3, 9]  # the empty phoneme borrows the frame at its boundary
     assert warp_codes(codes, true, true).tolist() == codes.tolist()
+
+
+def test_assist_speaks_its_answer_with_the_codec_tts(tmp_path, small_gguf, whisper):
+    """``tts.engine=codec`` end to end: ``specvoice assist`` hears the embedded question, answers (the 0.5B stands in
+    for the 1.5B), and the answer audio (16 kHz, the codec's rate) is speech Whisper recognises as that answer."""
+    import json
+
+    import soundfile as sf
+
+    from .conftest import run_cli
+
+    r = run_cli(["assist", "--fast", "--out", str(tmp_path), "--model", f"llm_target={small_gguf}",
+                 "--set", "llm.max_answer_tokens=40", "--set", "tts.engine=codec"])
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((tmp_path / "assist-report.json").read_text())
+    (ans,) = rep["answers"]
+    assert len(ans["answer"].split()) >= 5
+    assert ans["eos_to_first_audio_s"] is not None and ans["eos_to_first_audio_s"] >= ans["ttfs_s"] > 0
+    audio, sr = sf.read(rep["answer_wav"], dtype="float32")
+    assert sr == 16000 and len(audio) / sr == pytest.approx(ans["tts"]["audio_s"], rel=0.01)
+    assert _wer(ans["answer"], _say(whisper, audio)) < 0.8  # recognisably the answer (noise or silence: ≈ 1)
