@@ -478,7 +478,7 @@ def cmd_caption(args, cfg, rt, printer, live: Live) -> dict:
             printer.line(f"! caption: {msg}")
             abort.set()
 
-    loop = CaptionLoop(translator, on_caption, on_error=on_error)
+    loop = CaptionLoop(translator, on_caption, on_error=on_error, source=cfg.caption.source)
     try:
         st = _run_transcriber(args, cfg, rt, live, loop.on_event, printer, abort)
     finally:

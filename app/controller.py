@@ -345,7 +345,8 @@ class EngineController(QObject):
                 self._transcriber.stop()
 
         # the same job policy as `specvoice caption` and its benchmark (engine.caption.CaptionLoop)
-        cap_loop = CaptionLoop(translator, on_caption, on_error=on_caption_error) if translator is not None else None
+        cap_loop = (CaptionLoop(translator, on_caption, on_error=on_caption_error, source=cfg.caption.source)
+                    if translator is not None else None)
 
         rule = "push_to_talk" if vad is None else cfg.duplex.end_of_turn
         turn_p: dict[int, float] = {}  # utterance → the latest Smart Turn probability

@@ -174,9 +174,10 @@ JOBS: tuple[Job, ...] = (
         1200, about="the same spoken questions answered by PredGen and spoken by Piper, by the codec-token TTS "
                     "(target-only) and by the codec TTS with PCG: end of speech → first answer audio, the voice's RTF"),
     # -- duplex and long sessions ----------------------------------------------------------------------------------
-    Job("caption", "caption.json", _bench("caption", "--methods", "ar", "ssbd"), 2700,
-        about="live captions on 100 spoken inputs, Qwen 1.5B: AR re-translation and SSBD, SSBD shown with every "
-              "display-only mask-k (chosen on the validation split; answers vs translations, chrF, NE, latency)"),
+    Job("caption", "caption.json", _bench("caption", "--methods", "ar", "ssbd", "ssbd_partial"), 3600,
+        about="live captions on 100 spoken inputs, Qwen 1.5B: AR re-translation and SSBD (partial captions translate "
+              "the ASR's hypothesis of the final transcript, the default, or the partial transcript), SSBD shown with "
+              "every display-only mask-k (chosen on the validation split; answers vs translations, chrF, NE, latency)"),
     Job("caption-segment", "caption_segment.json",
         _bench("caption", "bench/data/caption/va0*.flac", "bench/data/caption/mt10*.flac",
                "bench/data/caption/mt14*.flac", "bench/data/caption/mt15*.flac", "bench/data/caption/m30k01*.flac",

@@ -64,6 +64,9 @@ METHODS = {  # name → [caption] overrides
     "ssbd_mask5": {"method": "ssbd", "mask_k": 5, "display_only_mask": True},
     "ssbd_sentence": {"method": "ssbd", "mask_k": 0, "display_only_mask": True, "segment": "sentence"},
     "ssbd_utterance": {"method": "ssbd", "mask_k": 0, "display_only_mask": True, "segment": "utterance"},
+    # what partial updates translate: the ASR's hypothesis of the final transcript / the partial transcript
+    "ssbd_hypothesis": {"method": "ssbd", "mask_k": 0, "display_only_mask": True, "source": "hypothesis"},
+    "ssbd_partial": {"method": "ssbd", "mask_k": 0, "display_only_mask": True, "source": "partial"},
 }
 ANSWER_CHRF = 25.0
 
@@ -297,7 +300,7 @@ def run_one(rt, cfg, audio: np.ndarray, tr) -> dict:
                 m["final_caption"] = now
                 m["caption"] = update.text
 
-    loop = CaptionLoop(tr, on_caption)
+    loop = CaptionLoop(tr, on_caption, source=cfg.caption.source)
 
     def on_event(ev) -> None:
         with lock:
@@ -510,6 +513,7 @@ def main(argv=None) -> int:
               "files": [str(f) for f in audios], "asr_method": cfg.asr.method,
               "llm": str(rt.model(cfg.caption.model_role).path), "beta": cfg.caption.beta,
               "mask_k": cfg.caption.mask_k, "segment": cfg.caption.segment,
+              "source": {m: METHODS[m].get("source", cfg.caption.source) for m in results},
               "answer_rule": answers_instead.__doc__.split("\n")[0],
               "methods": summaries(results, items, target)}
     split_of = {f.name: (items.get(f.name) or {}).get("split") for f in audios}

@@ -433,11 +433,20 @@ class CaptionLoop:
         yield_to_asr: partial updates of an utterance still spoken pause during ASR decodes.
         on_error: called once with a one-line message (on the caption thread) when the translator raises; the
             loop then stops (``error`` holds the message; later events are ignored).
+        source: what a partial update translates — "partial" (the partial transcript: committed + tentative words)
+            or "hypothesis" (``PartialTranscript.hypothesis``: what the final transcript would be if speech ended
+            now, so a correction the final decode makes to earlier words is already in the draft).
+
+    Raises:
+        ValueError: an unknown ``source``.
     """
 
-    def __init__(self, translator, on_caption, yield_to_asr: bool = True, on_error=None):
+    def __init__(self, translator, on_caption, yield_to_asr: bool = True, on_error=None, source: str = "partial"):
         import collections
 
+        if source not in ("partial", "hypothesis"):
+            raise ValueError(f"caption source must be 'partial' or 'hypothesis', got {source!r}")
+        self.source = source
         self.translator = translator
         self.on_caption = on_caption
         self.on_error = on_error
@@ -470,8 +479,9 @@ class CaptionLoop:
                         and not same_source(run[1], new[1])):
                     self._cancel.set()  # the newer partial is the one the final will most likely equal
         elif isinstance(ev, PartialTranscript) and ev.text:
+            text = ev.hypothesis if self.source == "hypothesis" and ev.hypothesis else ev.text
             with self._cond:
-                self._partial = (ev.utterance, ev.text, False, time.monotonic(), ev.committed.strip())
+                self._partial = (ev.utterance, text, False, time.monotonic(), ev.committed.strip())
                 self._cond.notify()
         elif isinstance(ev, FinalTranscript) and ev.text:
             with self._cond:

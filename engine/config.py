@@ -145,11 +145,14 @@ class CaptionConfig:
     max_tokens: int = 96
     # SSBD (ssbd_live_translation.txt Eq. 5)
     beta: float = 0.2
-    mask_k: int = 6
+    mask_k: int = 5
     display_only_mask: bool = True
     # "utterance": the whole utterance is re-translated on each update (measured better: caption_segment.json);
     # "sentence": closed sentences are translated once and kept, only the open one is re-translated
     segment: str = "utterance"
+    # what a partial update translates: "hypothesis" (the text the final transcript would have if speech ended now:
+    # the final decode's corrections of earlier words are in the draft already) or "partial" (committed + tentative)
+    source: str = "hypothesis"
 
 
 @dataclass(frozen=True)
@@ -372,6 +375,9 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "caption.segment": ("Translate by", "utterance = the whole utterance is re-translated on every update "
                         "(default); sentence = a finished sentence is translated once and kept, only the last one is "
                         "re-translated (steadier captions, but not sooner on two cores: see the README)."),
+    "caption.source": ("Partial captions translate", "partial = the partial transcript (committed + tentative "
+                       "words, as shown); hypothesis = what the final transcript would be if speech ended now, so "
+                       "the final decode's corrections of earlier words are already in the draft."),
     "caption.target_language": ("Target language", "Language of the live translation, a code or English name: "
                                 "de/German, fr/French, es/Spanish (few-shot framing and the fidelity guard's "
                                 "language check), or it, pt, nl, zh, ja, ru, pl, tr (no language check)."),
@@ -438,6 +444,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "llm.predgen_verifier": ("greedy", "top_k", "reflection", "biased"),
     "caption.method": ("ssbd", "ar"),
     "caption.segment": ("sentence", "utterance"),
+    "caption.source": ("partial", "hypothesis"),
     "tts.engine": ("piper", "codec"),
     "tts.codec_method": ("pcg", "sd", "ssd", "ar"),
     "duplex.end_of_turn": ("vad", "smart_turn"),

@@ -52,7 +52,9 @@ class TurnDecision:
 
 @dataclass(frozen=True)
 class PartialTranscript:
-    """One streaming update: ``committed`` text (stable, LocalAgreement-2) + ``tentative`` tail (may change)."""
+    """One streaming update: ``committed`` text (stable, LocalAgreement-2) + ``tentative`` tail (may change);
+    ``hypothesis``: the text the final transcript would have if speech ended now
+    (:attr:`engine.streaming_asr.OnlineASRProcessor.hypothesis`; "" when not given)."""
 
     utterance: int
     committed: str
@@ -60,6 +62,7 @@ class PartialTranscript:
     t_audio: float  # audio time covered by this update, seconds
     compute_s: float  # compute time of the update, seconds
     wall: float = field(default_factory=now)
+    hypothesis: str = ""
 
     @property
     def text(self) -> str:

@@ -432,7 +432,7 @@ class StreamingTranscriber:
         if rec.first_partial_wall is None:
             rec.first_partial_wall = time.monotonic()
         self.emit(PartialTranscript(rec.index, join_words(proc.committed) + " ", join_words(tentative),
-                                    proc.audio_end, u.compute_s))
+                                    proc.audio_end, u.compute_s, hypothesis=proc.hypothesis))
 
     def _finish(self, proc: OnlineASRProcessor, rec: UtteranceRecord, speech_end: float | None = None) -> None:
         n_before = len(proc.updates)

@@ -302,6 +302,18 @@ class OnlineASRProcessor:
         return (len(self.updates) >= 3 and n_doubtful > len(self.updates) / 2
                 and bool(self.updates[-1].stats.get("doubtful")))
 
+    @property
+    def hypothesis(self) -> str:
+        """The text the final transcript would have if speech ended now: the committed words that left the buffer
+        plus the latest decode of the whole buffer (the rule of the final text, ``final_full``). Unlike the
+        committed + tentative text of a partial, its earlier words may still change from one update to the next
+        (a later decode with more audio corrects them, as the final decode does). Committed + tentative when there
+        is no decode yet, ``final_full`` is off, or the latest decode was doubtful."""
+        full = self._full_final() if self.final_full and self.updates else None
+        if full is None or self.updates[-1].stats.get("doubtful"):
+            return join_words(self.committed + self.hyp.complete())
+        return join_words(self._left_buffer() + full)
+
     def _remember(self, words: Sequence[Word]) -> None:
         self._last_full = [Word(w.start + self.buffer_time_offset, w.end + self.buffer_time_offset, w.text)
                            for w in words]

@@ -155,6 +155,30 @@ def test_caption_loop_finals_first_newest_partial_only():
     assert tr.resets == 2 and loop.error is None
 
 
+def test_caption_loop_translates_the_source_it_is_told():
+    """source="hypothesis" (the default setting): a partial update translates the ASR's hypothesis of the final
+    transcript; "partial": the partial transcript as shown; a partial without a hypothesis falls back to its text."""
+    from engine.config import Config
+    from engine.events import PartialTranscript
+
+    assert Config().caption.source == "hypothesis"
+    for source, want in (("hypothesis", ["a man with a", "amen with"]), ("partial", ["amen with a", "amen with"])):
+        tr, shown = _Echo(), []
+        tr.gate.set()
+        loop = CaptionLoop(tr, lambda c, u: shown.append(u.text), source=source)
+        loop.on_event(PartialTranscript(0, "amen ", "with a", 1.0, 0.0, hypothesis="a man with a"))
+        deadline = time.monotonic() + 10
+        while len(tr.jobs) < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        loop.on_event(PartialTranscript(0, "amen ", "with", 1.5, 0.0))
+        while len(tr.jobs) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        loop.close(timeout=10)
+        assert [j[0] for j in tr.jobs] == want, (source, tr.jobs)
+    with pytest.raises(ValueError, match="source"):
+        CaptionLoop(_Echo(), lambda c, u: None, source="committed")
+
+
 def test_config_target_language():
     from engine.config import Config, ConfigError, validate
 

@@ -72,6 +72,30 @@ def test_final_is_the_last_whole_utterance_decode_not_the_early_commits():
         assert p.text == want
 
 
+def test_hypothesis_is_the_final_text_if_speech_ended_now():
+    """What the caption translates by default: the text finish() would give if speech ended after this update (the
+    latest whole-utterance decode), not the early commits the partial shows; with final_full off, or after a
+    doubtful decode, it is the partial's committed + tentative text."""
+    hyps = [W("net is not"), W("net is not your idea"), W("that is a good idea i will do that")]
+    p = OnlineASRProcessor(ScriptedBackend(list(hyps)), final_full=True)
+    assert p.hypothesis == ""
+    _feed(p, 2)
+    assert p.hypothesis == "net is not your idea"
+    _feed(p, 1)
+    shown = (" ".join(w.text.strip() for w in p.committed + p.hyp.complete()))
+    assert shown.startswith("net is not") and p.hypothesis == "that is a good idea i will do that"
+    before = p.hypothesis
+    p.finish(speech_end=3.0)  # the latest decode covers the speech: no new decode
+    assert p.final_decodes_skipped == 1 and p.text == before
+
+    p = OnlineASRProcessor(ScriptedBackend(list(hyps)), final_full=False)
+    _feed(p, 3)
+    assert p.hypothesis == " ".join(w.text.strip() for w in p.committed + p.hyp.complete())
+    p = OnlineASRProcessor(ScriptedBackend(list(hyps), doubtful=[False, False, True]), final_full=True)
+    _feed(p, 3)
+    assert p.hypothesis == " ".join(w.text.strip() for w in p.committed + p.hyp.complete()) != hyps[2]
+
+
 def test_doubtful_decodes_commit_nothing_and_a_doubtful_utterance_keeps_only_agreed_words():
     """Decodes that failed the guards even after the re-decodes (babble, music) are shown but never commit words;
     when most of an utterance's decodes were doubtful, its final keeps only words two decodes agreed on, not the
@@ -222,10 +246,12 @@ def test_pipeline_on_jfk_emits_partials_then_final(runtime, jfk_path, role):
     assert kinds[0] is SpeechStarted and kinds[-1] is FinalTranscript
     finals = [e for e in events if isinstance(e, FinalTranscript)]
     assert len(finals) == kinds.count(SpeechEnded) == kinds.count(SpeechStarted)
-    # committed text only grows within an utterance (never rewritten)
+    # committed text only grows within an utterance (never rewritten); each partial carries the hypothesis of
+    # the final text
     by_utt = {}
     for e in events:
         if isinstance(e, PartialTranscript):
+            assert e.hypothesis.strip()
             prev = by_utt.get(e.utterance, "")
             assert e.committed.strip().startswith(prev.strip())
             by_utt[e.utterance] = e.committed
