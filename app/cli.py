@@ -385,7 +385,7 @@ def cmd_assist(args, cfg, rt, printer, live: Live) -> dict:
             conv.on_speech_start()  # the user speaks: the answer (generated or still playing) stops
             conv.on_playback_cut(player.stop())
         elif isinstance(ev, PartialTranscript):
-            conv.on_partial(ev.utterance, ev.text)
+            conv.on_partial(ev.utterance, ev.source(cfg.llm.predgen_source))
         elif isinstance(ev, FinalTranscript):
             finals[ev.utterance] = ev.wall
             conv.on_final(ev.utterance, ev.text)

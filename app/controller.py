@@ -379,7 +379,7 @@ class EngineController(QObject):
                 self.partial.emit(ev.utterance, ev.committed, ev.tentative)
                 self.metrics.emit({"kind": "asr", "rtf": self._transcriber.stats.rtf if self._transcriber else None})
                 if conv is not None:
-                    conv.on_partial(ev.utterance, ev.text)
+                    conv.on_partial(ev.utterance, ev.source(cfg.llm.predgen_source))
             elif isinstance(ev, FinalTranscript):
                 self.final.emit(ev.utterance, ev.text, ev.t_start, ev.t_end)
                 if ev.utterance in eos:

@@ -170,6 +170,9 @@ JOBS: tuple[Job, ...] = (
                                       "predgen", "predgen_sentence"), 1500,
         about="spoken questions in real time through VAD → streaming ASR → answer → TTS, per answer method and "
               "first-piece rule (clause vs whole sentence)"),
+    Job("voice-source", "voice_source.json", _bench("voice", "--methods", "predgen", "predgen_partial"), 900,
+        about="the same spoken questions, PredGen speculating on the ASR's hypothesis of the final transcript (the "
+              "default) vs on the partial transcript as shown: first answer audio, accepted tokens, NFETFS"),
     Job("voice-codec", "voice_codec.json", _bench("voice", "--methods", "predgen", "predgen_codec", "predgen_codec_pcg"),
         1200, about="the same spoken questions answered by PredGen and spoken by Piper, by the codec-token TTS "
                     "(target-only) and by the codec TTS with PCG: end of speech → first answer audio, the voice's RTF"),

@@ -11,6 +11,8 @@ threads while the user speaks and all threads once the final transcript is in. M
   the KV cache follows the committed text (PredGen machinery with 0 speculated tokens per update);
 * ``predgen`` (greedy verifier, lossless), ``predgen_top_k``: PredGen (predgen.txt Algorithm 1) with pre-synthesis
   of the first sentence;
+* ``predgen_partial``: ``predgen`` speculating on the partial transcript as shown instead of the ASR's hypothesis of
+  the final transcript (``llm.predgen_source``);
 * ``predgen_codec`` / ``predgen_codec_pcg``: ``predgen`` spoken by the codec-token TTS (``tts.engine = codec``,
   target-only / PCG sampling) instead of Piper — the same pipeline, sentence streaming and pre-synthesis included.
 
@@ -50,6 +52,8 @@ METHODS = {  # name → overrides of the [llm] section (every method answers wit
     "cascade": {"answer_method": "cascade", "system_prompt": None},
     "cascade_prefill": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_tokens_per_update": 0},
     "predgen": {"answer_method": "predgen", "predgen_verifier": "greedy"},
+    # PredGen answering the partial transcript as shown instead of the ASR's hypothesis of the final transcript
+    "predgen_partial": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_source": "partial"},
     "predgen_top_k": {"answer_method": "predgen", "predgen_verifier": "top_k"},
     "predgen_t1": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_speculation_threads": 1},
     # the same with every core for speculation (the ASR still preempts it: the answer thread runs at nice +10)
@@ -119,7 +123,7 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
         if isinstance(ev, SpeechStarted):
             conv.on_speech_start()
         elif isinstance(ev, PartialTranscript):
-            conv.on_partial(ev.utterance, ev.text)
+            conv.on_partial(ev.utterance, ev.source(cfg.llm.predgen_source))
         elif isinstance(ev, SpeechEnded):
             with lock:
                 mark(ev.utterance)["eos"] = ev.wall
@@ -244,6 +248,7 @@ def main(argv=None) -> int:
         s = summarise(rows)
         s["first_clause_words"] = method_config(cfg, meth).tts.first_clause_words
         s["tts_engine"] = method_config(cfg, meth).tts.engine
+        s["predgen_source"] = method_config(cfg, meth).llm.predgen_source
         for base in ("cascade", "cascade_prefill", "predgen", meth + "_sentence"):
             if base in results and base != meth and s["eos_to_first_audio_s_p50"]:
                 b = summarise(results[base])

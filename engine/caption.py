@@ -479,7 +479,7 @@ class CaptionLoop:
                         and not same_source(run[1], new[1])):
                     self._cancel.set()  # the newer partial is the one the final will most likely equal
         elif isinstance(ev, PartialTranscript) and ev.text:
-            text = ev.hypothesis if self.source == "hypothesis" and ev.hypothesis else ev.text
+            text = ev.source(self.source)
             with self._cond:
                 self._partial = (ev.utterance, text, False, time.monotonic(), ev.committed.strip())
                 self._cond.notify()

@@ -125,6 +125,9 @@ class LlmConfig:
     predgen_speculation_threads: int = 0
     predgen_top_k: int = 3
     predgen_tokens_per_update: int = 8
+    # what PredGen answers while the user speaks: "hypothesis" (the final transcript if speech ended now) or
+    # "partial" (the partial transcript as shown)
+    predgen_source: str = "hypothesis"
     # an LLM server instead of in-process llama.cpp (engine/remote_lm.py; README "Use an LLM server")
     backend: str = "local"  # "local" | "remote"
     base_url: str = ""  # remote: http://host:port of vLLM / SGLang / llama_cpp.server
@@ -360,6 +363,9 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "llm.predgen_tokens_per_update": ("PredGen tokens per update", "Work budget of one speculative update while "
                                       "you speak (tokens); 0 = only pre-fill the partial prompt (cascade + "
                                       "incremental prefill)."),
+    "llm.predgen_source": ("PredGen answers", "hypothesis = what the final transcript would be if you stopped "
+                           "now (the final decode's corrections of earlier words are already in the candidate); "
+                           "partial = the partial transcript as shown."),
     "llm.predgen_speculation_threads": ("PredGen speculation threads", "LLM threads for speculation while you "
                                         "speak (0 = all); it pauses during every ASR decode and runs at low "
                                         "priority, so the ASR is never delayed."),
@@ -445,6 +451,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "caption.method": ("ssbd", "ar"),
     "caption.segment": ("sentence", "utterance"),
     "caption.source": ("partial", "hypothesis"),
+    "llm.predgen_source": ("partial", "hypothesis"),
     "tts.engine": ("piper", "codec"),
     "tts.codec_method": ("pcg", "sd", "ssd", "ar"),
     "duplex.end_of_turn": ("vad", "smart_turn"),

@@ -68,6 +68,20 @@ class PartialTranscript:
     def text(self) -> str:
         return (self.committed + self.tentative).strip()
 
+    def source(self, kind: str) -> str:
+        """The text a speculative stage (PredGen, the live caption) works on: ``"hypothesis"`` — the final
+        transcript if speech ended now (:attr:`hypothesis`, or :attr:`text` when there is none) — or ``"partial"``
+        — :attr:`text`, the partial as shown.
+
+        Raises:
+            ValueError: another ``kind``.
+        """
+        if kind == "hypothesis":
+            return self.hypothesis.strip() or self.text
+        if kind == "partial":
+            return self.text
+        raise ValueError(f"a partial's source is 'hypothesis' or 'partial', got {kind!r}")
+
 
 @dataclass(frozen=True)
 class CommittedWords:

@@ -96,6 +96,17 @@ def test_hypothesis_is_the_final_text_if_speech_ended_now():
     assert p.hypothesis == " ".join(w.text.strip() for w in p.committed + p.hyp.complete()) != hyps[2]
 
 
+def test_a_partial_gives_the_speculative_stages_the_source_they_ask_for():
+    from engine.config import Config
+
+    ev = PartialTranscript(0, "amen ", "with a", 1.0, 0.0, hypothesis="a man with a")
+    assert ev.source("hypothesis") == "a man with a" and ev.source("partial") == ev.text == "amen with a"
+    assert PartialTranscript(0, "amen ", "with", 1.0, 0.0).source("hypothesis") == "amen with"  # none given
+    with pytest.raises(ValueError, match="hypothesis"):
+        ev.source("committed")
+    assert Config().llm.predgen_source == Config().caption.source == "hypothesis"
+
+
 def test_doubtful_decodes_commit_nothing_and_a_doubtful_utterance_keeps_only_agreed_words():
     """Decodes that failed the guards even after the re-decodes (babble, music) are shown but never commit words;
     when most of an utterance's decodes were doubtful, its final keeps only words two decodes agreed on, not the
