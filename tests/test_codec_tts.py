@@ -40,11 +40,10 @@ def _say(whisper, audio):
 
 
 def test_codec_round_trip_stays_intelligible(runtime, tts, whisper):
-    from audio.io import resample
-
-    from tts.piper_tts import PiperTTS
-
     import onnxruntime
+
+    from audio.io import resample
+    from tts.piper_tts import PiperTTS
 
     m = runtime.model("tts_voice")
     # its own voice, its noise seeded: Piper samples VITS noise from ONNX Runtime's random ops, seeded at session
