@@ -173,9 +173,10 @@ JOBS: tuple[Job, ...] = (
     Job("voice-source", "voice_source.json", _bench("voice", "--methods", "predgen", "predgen_partial"), 900,
         about="the same spoken questions, PredGen speculating on the ASR's hypothesis of the final transcript (the "
               "default) vs on the partial transcript as shown: first answer audio, accepted tokens, NFETFS"),
-    Job("voice-codec", "voice_codec.json", _bench("voice", "--methods", "predgen", "predgen_codec", "predgen_codec_pcg"),
-        1200, about="the same spoken questions answered by PredGen and spoken by Piper, by the codec-token TTS "
-                    "(target-only) and by the codec TTS with PCG: end of speech → first answer audio, the voice's RTF"),
+    Job("voice-codec", "voice_codec.json",
+        _bench("voice", "--methods", "predgen", "predgen_codec", "predgen_codec_pcg"), 1200,
+        about="the same spoken questions answered by PredGen and spoken by Piper, by the codec-token TTS "
+              "(target-only) and by the codec TTS with PCG: end of speech → first answer audio, the voice's RTF"),
     # -- duplex and long sessions ----------------------------------------------------------------------------------
     Job("caption", "caption.json", _bench("caption", "--methods", "ar", "ssbd", "ssbd_partial"), 3600,
         about="live captions on 100 spoken inputs, Qwen 1.5B: AR re-translation and SSBD (partial captions translate "

@@ -433,15 +433,16 @@ class CaptionLoop:
         yield_to_asr: partial updates of an utterance still spoken pause during ASR decodes.
         on_error: called once with a one-line message (on the caption thread) when the translator raises; the
             loop then stops (``error`` holds the message; later events are ignored).
-        source: what a partial update translates — "partial" (the partial transcript: committed + tentative words)
-            or "hypothesis" (``PartialTranscript.hypothesis``: what the final transcript would be if speech ended
-            now, so a correction the final decode makes to earlier words is already in the draft).
+        source: what a partial update translates — "hypothesis" (default, ``caption.source``;
+            ``PartialTranscript.hypothesis``: what the final transcript would be if speech ended now, so a correction
+            the final decode makes to earlier words is already in the draft) or "partial" (the partial transcript:
+            committed + tentative words; bench/results/caption.json has both).
 
     Raises:
         ValueError: an unknown ``source``.
     """
 
-    def __init__(self, translator, on_caption, yield_to_asr: bool = True, on_error=None, source: str = "partial"):
+    def __init__(self, translator, on_caption, yield_to_asr: bool = True, on_error=None, source: str = "hypothesis"):
         import collections
 
         if source not in ("partial", "hypothesis"):
