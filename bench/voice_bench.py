@@ -245,10 +245,10 @@ def main(argv=None) -> int:
               "tokens_per_update": cfg.llm.predgen_tokens_per_update, "max_answer_tokens": cfg.llm.max_answer_tokens,
               "methods": {}}
     for meth, rows in results.items():
-        s = summarise(rows)
-        s["first_clause_words"] = method_config(cfg, meth).tts.first_clause_words
-        s["tts_engine"] = method_config(cfg, meth).tts.engine
-        s["predgen_source"] = method_config(cfg, meth).llm.predgen_source
+        s, mcfg = summarise(rows), method_config(cfg, meth)
+        s["first_clause_words"] = mcfg.tts.first_clause_words
+        s["tts_engine"] = mcfg.tts.engine
+        s["predgen_source"] = mcfg.llm.predgen_source
         for base in ("cascade", "cascade_prefill", "predgen", meth + "_sentence"):
             if base in results and base != meth and s["eos_to_first_audio_s_p50"]:
                 b = summarise(results[base])

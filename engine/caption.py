@@ -445,8 +445,10 @@ class CaptionLoop:
     def __init__(self, translator, on_caption, yield_to_asr: bool = True, on_error=None, source: str = "hypothesis"):
         import collections
 
-        if source not in ("partial", "hypothesis"):
-            raise ValueError(f"caption source must be 'partial' or 'hypothesis', got {source!r}")
+        from .events import PARTIAL_SOURCES
+
+        if source not in PARTIAL_SOURCES:
+            raise ValueError(f"caption source must be one of {PARTIAL_SOURCES}, got {source!r}")
         self.source = source
         self.translator = translator
         self.on_caption = on_caption

@@ -50,6 +50,10 @@ class TurnDecision:
     wall: float = field(default_factory=now)
 
 
+#: what a speculative stage may take from a partial (:meth:`PartialTranscript.source`)
+PARTIAL_SOURCES = ("hypothesis", "partial")
+
+
 @dataclass(frozen=True)
 class PartialTranscript:
     """One streaming update: ``committed`` text (stable, LocalAgreement-2) + ``tentative`` tail (may change);
@@ -80,7 +84,7 @@ class PartialTranscript:
             return self.hypothesis.strip() or self.text
         if kind == "partial":
             return self.text
-        raise ValueError(f"a partial's source is 'hypothesis' or 'partial', got {kind!r}")
+        raise ValueError(f"a partial's source is one of {PARTIAL_SOURCES}, got {kind!r}")
 
 
 @dataclass(frozen=True)

@@ -309,10 +309,11 @@ class OnlineASRProcessor:
         committed + tentative text of a partial, its earlier words may still change from one update to the next
         (a later decode with more audio corrects them, as the final decode does). Committed + tentative when there
         is no decode yet, ``final_full`` is off, or the latest decode was doubtful."""
-        full = self._full_final() if self.final_full and self.updates else None
-        if full is None or self.updates[-1].stats.get("doubtful"):
-            return join_words(self.committed + self.hyp.complete())
-        return join_words(self._left_buffer() + full)
+        if self.final_full and self.updates and not self.updates[-1].stats.get("doubtful"):
+            full = self._full_final()
+            if full is not None:
+                return join_words(self._left_buffer() + full)
+        return join_words(self.committed + self.hyp.complete())
 
     def _remember(self, words: Sequence[Word]) -> None:
         self._last_full = [Word(w.start + self.buffer_time_offset, w.end + self.buffer_time_offset, w.text)
