@@ -58,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.inputs import audio_files
 from bench.stats import percentiles, rnd as _r
 from engine.ssbd import erasure  # SSBD Eq. 3: |prev| − |LCP(prev, cur)|
 from engine.whisper_window import compression_ratio
@@ -467,8 +468,8 @@ def print_tables(per_file: list[dict], summary: dict[str, dict], headline: str) 
 # ------------------------------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="specvoice bench asr-stream", description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="*", help="audio files, any format/rate/channels (default: "
-                    "bench/data/stream_speech + tests/data/jfk.flac)")
+    ap.add_argument("files", nargs="*", help="audio files (any format/rate/channels), folders of WAV/FLAC files, or "
+                    "patterns (default: bench/data/stream_speech + tests/data/jfk.flac)")
     ap.add_argument("--refs", help="JSON {file name or path: reference text} (default: refs.json next to each file)")
     ap.add_argument("--methods", default=",".join(DEFAULT_METHODS), help=f"comma list of {', '.join(METHODS)}")
     ap.add_argument("--out", default=str(HERE / "results" / "asr_stream.json"))
@@ -498,7 +499,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"asr-stream: {e}", file=sys.stderr)
         return 2
     refs_in = json.loads(Path(a.refs).read_text()) if a.refs else {}
-    files = [Path(f) for f in a.files] if a.files else default_files()
+    try:
+        files = audio_files(a.files, "asr-stream") if a.files else default_files()
+    except SystemExit as e:
+        print(e, file=sys.stderr)
+        return 2
     log = (lambda *x: None) if a.quiet else (lambda *x: print(*x, file=sys.stderr, flush=True))
     t_run = time.monotonic()
 

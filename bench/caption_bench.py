@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.inputs import audio_files
 from bench.stats import pct, rnd as _r
 
 HERE = Path(__file__).resolve().parent
@@ -427,28 +428,6 @@ def choose_mask_k(val: dict, run: str = "ssbd") -> dict:
     return {"rule": MASK_RULE, "chosen": min(ok) if ok else min(ratios, key=ratios.get), "val_ne_vs_ar": ratios}
 
 
-def expand(inputs: list[str]) -> list[Path]:
-    """Files as given; folders → their .wav/.flac files, sorted; a pattern with ``*``/``?`` → its matches, sorted
-    (for job lists run without a shell). Raises SystemExit for a missing path or a pattern with no match."""
-    import glob
-
-    out: list[Path] = []
-    for s in inputs:
-        p = Path(s)
-        if any(c in s for c in "*?"):
-            hits = sorted(Path(x) for x in glob.glob(s))
-            if not hits:
-                raise SystemExit(f"caption bench: nothing matches {s}")
-            out += hits
-        elif p.is_dir():
-            out += sorted(q for q in p.iterdir() if q.suffix.lower() in (".wav", ".flac"))
-        elif p.exists():
-            out.append(p)
-        else:
-            raise SystemExit(f"caption bench: no such file or folder: {p}")
-    return out
-
-
 def main(argv=None) -> int:
     from audio.io import AudioError, load_audio
     from engine.caption import language_name
@@ -469,7 +448,7 @@ def main(argv=None) -> int:
     if args.make_data:
         make_data()
         return 0
-    files = expand(args.files or [str(DATA)])
+    files = audio_files(args.files or [str(DATA)], "caption bench")
     if args.n:
         files = files[: args.n]
     if not files:

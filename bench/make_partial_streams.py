@@ -74,9 +74,9 @@ def main(argv=None) -> int:
     out: dict[str, list] = {}
     if args.audio:
         from audio.io import load_audio
-        from bench.voice_bench import expand as expand_files
+        from bench.inputs import audio_files
 
-        for i, f in enumerate(expand_files(args.audio)[: args.n]):
+        for i, f in enumerate(audio_files(args.audio, "make_partial_streams")[: args.n]):
             refs = f.parent / "refs.json"
             key = json.loads(refs.read_text()).get(f.name, f.name) if refs.exists() else f.name
             out[key] = stream_for_audio(load_audio(f), rt, cfg, realtime=not args.fast)

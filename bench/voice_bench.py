@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.inputs import audio_files
 from bench.stats import pct, rnd as _r
 
 HERE = Path(__file__).resolve().parent
@@ -185,20 +186,6 @@ def summarise(rows: list[dict]) -> dict:
             if (a := sum(r.get("answer_audio_s") or 0 for r in ok)) else None}
 
 
-def expand(inputs: list[str | Path]) -> list[Path]:
-    """Files as given; folders → their .wav/.flac files, sorted. Raises SystemExit for a missing path."""
-    out: list[Path] = []
-    for s in inputs:
-        p = Path(s)
-        if p.is_dir():
-            out += sorted(q for q in p.iterdir() if q.suffix.lower() in (".wav", ".flac"))
-        elif p.exists():
-            out.append(p)
-        else:
-            raise SystemExit(f"voice bench: no such file or folder: {p}")
-    return out
-
-
 def main(argv=None) -> int:
     from audio.io import AudioError, load_audio
     from engine.config import load_config
@@ -212,7 +199,7 @@ def main(argv=None) -> int:
     p.add_argument("--set", action="append", default=[])
     p.add_argument("--out", default="bench/results/voice.json")
     args = p.parse_args(argv)
-    files = expand(args.files or [x for x in DEFAULT_INPUTS if x.exists()])
+    files = audio_files(args.files or [x for x in DEFAULT_INPUTS if x.exists()], "voice bench")
     if args.n:
         files = files[: args.n]
     if not files:
