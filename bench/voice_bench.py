@@ -231,14 +231,15 @@ def main(argv=None) -> int:
               "llm": str(rt.model(cfg.llm.model_role).path), "speculation_threads": cfg.llm.predgen_speculation_threads,
               "tokens_per_update": cfg.llm.predgen_tokens_per_update, "max_answer_tokens": cfg.llm.max_answer_tokens,
               "methods": {}}
+    sums = {meth: summarise(rows) for meth, rows in results.items()}
     for meth, rows in results.items():
-        s, mcfg = summarise(rows), method_config(cfg, meth)
+        s, mcfg = sums[meth], method_config(cfg, meth)
         s["first_clause_words"] = mcfg.tts.first_clause_words
         s["tts_engine"] = mcfg.tts.engine
         s["predgen_source"] = mcfg.llm.predgen_source
         for base in ("cascade", "cascade_prefill", "predgen", meth + "_sentence"):
             if base in results and base != meth and s["eos_to_first_audio_s_p50"]:
-                b = summarise(results[base])
+                b = sums[base]
                 s[f"p50_speedup_vs_{base}"] = _r(b["eos_to_first_audio_s_p50"] / s["eos_to_first_audio_s_p50"])
                 s[f"mean_speedup_vs_{base}"] = _r(b["eos_to_first_audio_s_mean"] / s["eos_to_first_audio_s_mean"])
         if "cascade" in results and meth != "cascade":

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .events import PARTIAL_SOURCES
+
 ROLES = ("asr_target", "asr_draft", "llm_target", "llm_draft", "tts_voice", "vad")
 
 
@@ -450,8 +452,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "llm.predgen_verifier": ("greedy", "top_k", "reflection", "biased"),
     "caption.method": ("ssbd", "ar"),
     "caption.segment": ("sentence", "utterance"),
-    "caption.source": ("partial", "hypothesis"),
-    "llm.predgen_source": ("partial", "hypothesis"),
+    "caption.source": PARTIAL_SOURCES,
+    "llm.predgen_source": PARTIAL_SOURCES,
     "tts.engine": ("piper", "codec"),
     "tts.codec_method": ("pcg", "sd", "ssd", "ar"),
     "duplex.end_of_turn": ("vad", "smart_turn"),
