@@ -93,10 +93,13 @@ METHODS: dict[str, dict] = {
     "ar_trim15": {"asr": {"method": "ar", "buffer_trim_s": 15.0}},
     # the decode that gives the final text (at a pause, at the end of speech) with beam search, partials greedy
     "ar_final_beam5": {"asr": {"method": "ar", "final_beam_size": 5}},
+    # a trimmed utterance's final = its committed words + the latest decode of the buffer (no whole-utterance
+    # decode, no pieces): the rule before asr.final_piece_s
+    "ar_buffer_final": {"asr": {"method": "ar", "final_piece_s": 0.0}},
 }
-DEFAULT_METHODS = ["ar", "ar_trim15", "ssd", "ssd_lossless", "specasr", "ar_padded"]
+DEFAULT_METHODS = ["ar", "ar_buffer_final", "ar_trim15", "ssd", "ssd_lossless", "specasr", "ar_padded"]
 BASELINE = "ar_padded"
-AR_OF = {"ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
+AR_OF = {"ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_buffer_final": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
 
 
 # --------------------------------------------------------------------------------------------------------- metrics
@@ -216,20 +219,33 @@ def _rel(p: Path) -> str:
 
 # --------------------------------------------------------------------------------------------------------- running
 class RecordingBackend:
-    """The ASR backend with every decode's stats recorded (same ``transcribe(audio, prompt)`` and ``name``)."""
+    """The ASR backend with every decode's stats recorded (same ``transcribe(audio, prompt)``, ``name`` and, where
+    the backend has one, ``transcribe_final(audio, prompt[, draft])``)."""
 
     def __init__(self, inner):
+        import inspect
+
         self.inner = inner
         self.name = inner.name
         self.records: list[dict] = []
+        final = getattr(inner, "transcribe_final", None)
+        if final is not None:
+            if "draft" in inspect.signature(final).parameters:
+                self.transcribe_final = lambda audio, prompt="", draft="": self._record(final, audio, prompt,
+                                                                                          draft=draft)
+            else:
+                self.transcribe_final = lambda audio, prompt="": self._record(final, audio, prompt)
 
-    def transcribe(self, audio, prompt: str = ""):
+    def _record(self, fn, audio, prompt: str, **kw):
         t0 = time.perf_counter()
-        res = self.inner.transcribe(audio, prompt)
+        res = fn(audio, prompt, **kw)
         rec = {"audio_s": len(audio) / SR, "wall_s": time.perf_counter() - t0}
         rec.update(res.stats)
         self.records.append(rec)
         return res
+
+    def transcribe(self, audio, prompt: str = ""):
+        return self._record(self.inner.transcribe, audio, prompt)
 
     def __getattr__(self, k):
         return getattr(self.inner, k)

@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from audio.sources import AudioBlock, AudioSource
 from audio.vad import StreamingVAD
 
@@ -233,9 +235,11 @@ class StreamingTranscriber:
     def __init__(self, source: AudioSource, backend: ASRBackend, vad: StreamingVAD | None,
                  emit: Callable[[object], None], min_chunk_s: float = 1.0, buffer_trim_s: float = 15.0,
                  max_utterance_s: float = 60.0, final_full: bool = True, max_backlog_s: float = 600.0,
-                 lag_warn_s: float = 3.0, pre_roll_s: float = 0.3, context_gap_s: float = 0.0):
+                 lag_warn_s: float = 3.0, pre_roll_s: float = 0.3, context_gap_s: float = 0.0,
+                 final_piece_s: float = 20.0):
         self.source = source
         self.final_full = final_full
+        self.final_piece_s = final_piece_s
         self.backend = backend
         self.vad = vad
         self.emit = emit
@@ -372,23 +376,32 @@ class StreamingTranscriber:
                 pending_new = 0.0
                 self._update(proc, rec)
                 if proc.audio_end - rec.t_start > self.max_utterance_s:
-                    # a run-on "utterance" (no pause): close it so the answer/caption paths are not starved
-                    rec.t_end = proc.audio_end
+                    # a run-on "utterance" (no pause): close it so the answer/caption paths are not starved, at a
+                    # word boundary; the audio after it starts the next utterance (from the ring)
+                    cut = proc.run_on_cut()
+                    rest = proc.audio[max(0, int(round((cut - proc.buffer_time_offset) * SAMPLE_RATE))):].copy()
+                    rec.t_end = cut
                     rec.eos_wall = rec.vad_end_wall = time.monotonic()
                     self.emit(SpeechEnded(rec.index, rec.t_end, rec.eos_wall))
-                    self._finish(proc, rec)
-                    utt_index, proc, rec = self._start(utt_index + 1, rec.t_end, [])
+                    self._finish(proc, rec, cut, cut=True)
+                    utt_index, proc, rec = self._start(utt_index + 1, cut, [], carry=rest)
+                    pending_new = proc.audio_end - cut
         cap.join(timeout=1.0)
         self.stats.ended_wall = time.monotonic()
         return self.stats
 
-    def _start(self, index: int, t_start: float, ring: list[AudioBlock]):
+    def _start(self, index: int, t_start: float, ring: list[AudioBlock], carry: np.ndarray | None = None):
+        """Open utterance ``index`` at the audio time ``t_start`` (seconds) with its pre-roll (or acoustic context)
+        from ``ring``; ``carry``: the rest of a run-on utterance cut at ``t_start`` (its audio from there on, float32
+        16 kHz), which starts this one instead."""
         # Acoustic context: when the previous utterance ended moments ago, its audio stays at the head of the
         # buffer (its words count as committed), so Whisper decodes the new words in their long-form context.
         prev = self.stats.utterances[-1] if self.stats.utterances else None
         ctx_words: list = []
         t_buf = t_start
-        if (prev is not None and prev.t_end is not None and t_start - prev.t_end < self.context_gap_s
+        if carry is not None:
+            pass
+        elif (prev is not None and prev.t_end is not None and t_start - prev.t_end < self.context_gap_s
                 and t_start - prev.t_start < self.buffer_trim_s and ring and ring[0].t_start <= prev.t_start):
             t_buf = prev.t_start
             ctx_words = list(self._last_words)
@@ -401,8 +414,10 @@ class StreamingTranscriber:
         proc = OnlineASRProcessor(self.backend, self.buffer_trim_s, context=context + " " if context else "",
                                   t_offset=t_buf, context_words=ctx_words,
                                   committed_until=ctx_words[-1].end if ctx_words else None,
-                                  final_full=self.final_full)
+                                  final_full=self.final_full, final_piece_s=self.final_piece_s)
         t_start_utt, t_start = t_start, t_buf
+        if carry is not None:
+            proc.insert_audio_chunk(carry)
         for b in ring:  # pre-roll: audio from t_start on, already captured
             if b.t_end <= t_start:
                 continue
@@ -414,31 +429,34 @@ class StreamingTranscriber:
         return index, proc, rec
 
     def _update(self, proc: OnlineASRProcessor, rec: UtteranceRecord, until: float | None = None) -> None:
+        n_before = len(proc.updates)
         try:
             with ASR.decoding():  # speculation waits for it (engine.cpu)
                 new, tentative = proc.process_iter(until)
         except Exception as e:
             self.emit(Error("asr", f"transcription update failed: {type(e).__name__}: {e}"))
             return
-        u = proc.updates[-1] if proc.updates else None
-        if u is None:
+        done = proc.updates[n_before:]  # the update's decode, and the decode of a finished piece if one was due
+        if not done:
             return
+        compute_s = sum(u.compute_s for u in done)
         rec.updates += 1
-        rec.asr_compute_s += u.compute_s
+        rec.asr_compute_s += compute_s
         self.stats.updates += 1
-        self.stats.asr_compute_s += u.compute_s
+        self.stats.asr_compute_s += compute_s
         if new:
             self.emit(CommittedWords(rec.index, tuple(new)))
         if rec.first_partial_wall is None:
             rec.first_partial_wall = time.monotonic()
         self.emit(PartialTranscript(rec.index, join_words(proc.committed) + " ", join_words(tentative),
-                                    proc.audio_end, u.compute_s, hypothesis=proc.hypothesis))
+                                    proc.audio_end, compute_s, hypothesis=proc.hypothesis))
 
-    def _finish(self, proc: OnlineASRProcessor, rec: UtteranceRecord, speech_end: float | None = None) -> None:
+    def _finish(self, proc: OnlineASRProcessor, rec: UtteranceRecord, speech_end: float | None = None,
+                cut: bool = False) -> None:
         n_before = len(proc.updates)
         try:
             with ASR.decoding():
-                proc.finish(speech_end)
+                proc.finish(speech_end, cut=cut)
         except Exception as e:
             self.emit(Error("asr", f"final transcription failed: {type(e).__name__}: {e}"))
         for u in proc.updates[n_before:]:

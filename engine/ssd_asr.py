@@ -256,6 +256,21 @@ class WhisperSSD:
             self._head = CTCHead(self._head_dir, device=self.device)
         return self._head
 
+    @property
+    def suppressed_ids(self) -> frozenset[int]:
+        """Token ids CTranslate2's ``generate`` never emits (the model's ``config.json`` ``suppress_ids``, what its
+        default ``suppress_tokens=[-1]`` reads; the tokenizer's non-speech tokens when there is no such file)."""
+        if getattr(self, "_suppressed_ids", None) is None:
+            import json
+
+            cfg = Path(str(self.model_dir)) / "config.json"
+            try:
+                ids = json.loads(cfg.read_text()).get("suppress_ids") or []
+            except (OSError, ValueError):
+                ids = list(self.tok.non_speech_tokens)
+            self._suppressed_ids = frozenset(int(i) for i in ids)
+        return self._suppressed_ids
+
     def head_matches(self) -> bool:
         """Whether the CTC head was trained on an encoder of this model's width (it is tied to the encoder it was
         trained on: Whisper base, d_model 512). False also when no head is available."""
@@ -446,16 +461,25 @@ class SSDCT2Backend:
         merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
         return [Word(a["start"], a["end"], a["word"]) for a in al if a["word"]]
 
-    def transcribe_final(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
+    def transcribe_final(self, audio: np.ndarray, prompt: str = "", draft: str = "") -> BackendResult:
         """:meth:`transcribe` for the decode that gives an utterance's final text (the streaming processor calls it
         at a VAD pause and at the end of speech): plain AR decodes it with beam search of width
-        ``final_beam_size`` (``asr.final_beam_size``); SSD decodes it as any other update."""
+        ``final_beam_size`` (``asr.final_beam_size``); SSD decodes it as any other update.
+
+        ``draft``: text the caller expects (the streaming hypothesis of a whole utterance): verified in one
+        decoder pass and accepted by :func:`engine.verify.majority_accepted`, then greedy decoding continues from
+        the accepted prefix, so the text is exactly greedy decoding's (for every method: the final decode of a
+        whole utterance does not use SSD's relaxed τ_SLM); ignored under beam search."""
         beam = self.final_beam_size if not self.speculate and self.final_beam_size > 1 else None
+        if draft.strip() and beam is None:
+            return self.transcribe(audio, prompt, draft=draft)
         return self.transcribe(audio, prompt, beam_size=beam)
 
-    def transcribe(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None) -> BackendResult:
+    def transcribe(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None,
+                   draft: str | None = None) -> BackendResult:
         """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt`` (``beam_size``: this decode's
-        beam width for plain AR, default ``self.beam_size``).
+        beam width for plain AR, default ``self.beam_size``; ``draft``: see :meth:`transcribe_final`, no CTC
+        draft then).
 
         The encoder sees the audio in a window of ``self.window`` (length-scaled by default); the decode passes
         :attr:`guard` or is redone greedily on the padded 30 s window, and, when the best decode so far collapsed
@@ -478,7 +502,10 @@ class SSDCT2Backend:
         audio_s = n / SAMPLE_RATE
         if prompt and prompt == self._bad_prompt:
             prompt = ""  # the buffer's earlier decodes collapsed under this prompt: it is not tried again
-        r = self._decode_window(audio, prompt, self.window.n_frames(n), self.speculate, beam_size)
+        if draft is not None:
+            r = self._decode_window(audio, prompt, self.window.n_frames(n), False, draft_text=draft)
+        else:
+            r = self._decode_window(audio, prompt, self.window.n_frames(n), self.speculate, beam_size)
         stats = dict(r.stats)
         verdict = self.guard.check(r.tokens, r.text, audio_s, r.avg_logprob, r.no_speech_prob)
         stats["guard"] = verdict.reason
@@ -555,9 +582,11 @@ class SSDCT2Backend:
         return res
 
     def _decode_window(self, audio: np.ndarray, prompt: str, n_frames: int, speculate: bool,
-                       beam_size: int | None = None) -> "_WindowDecode":
+                       beam_size: int | None = None, draft_text: str | None = None) -> "_WindowDecode":
         """One encoder window and one decode (SSD Eq. 3/5/6, or AR when ``speculate`` is False: beam search of
-        width ``beam_size``, default ``self.beam_size``)."""
+        width ``beam_size``, default ``self.beam_size``). ``draft_text`` (with ``speculate`` False): a caller's
+        draft, verified exactly (:func:`engine.verify.majority_accepted`) before greedy decoding continues."""
+        exact = draft_text is not None and not speculate
         n = len(audio)
         t0 = time.perf_counter()
         sv = self.m.fw.encode(log_mel(self.m.fw.feature_extractor, audio, n_frames))
@@ -587,7 +616,8 @@ class SSDCT2Backend:
             acc = len(toks)
         else:
             dec = CT2WhisperDecoder(self.m.fw.model, sv, n // 160)
-            draft_text = merge_drafts(prev, d.text) if speculate else ""
+            if not exact:
+                draft_text = merge_drafts(prev, d.text) if speculate else ""
             draft = tok.encode(" " + draft_text.strip())[:cap] if draft_text.strip() else []
             j = 0
             res = None
@@ -597,13 +627,17 @@ class SSDCT2Backend:
                 probs = dec.token_probs(p, draft)
                 res = dec.alignment
                 n_forward += 1
-                j = V.threshold_accepted(probs, self.tau_slm)
+                if exact:  # greedy's own tokens only: p > 1/2 and never a token generate() suppresses
+                    sup = self.m.suppressed_ids
+                    j = V.majority_accepted(probs, [t not in sup for t in draft])
+                else:
+                    j = V.threshold_accepted(probs, self.tau_slm)
                 lp_prefix = float(np.sum(np.log(np.maximum(probs[:j], 1e-12))))
             # Eq. 6: greedy AR from the longest verified prefix (ends at once when the prefix is complete)
             prefix = p + draft[:j]
             # the token cap: CTranslate2's max_length does not count new tokens one for one, so ask for enough
             # (never past Whisper's 448 positions) and cut the continuation at the cap here
-            g = dec.generate(prefix, beam_size=1 if speculate else (beam_size or self.beam_size),
+            g = dec.generate(prefix, beam_size=1 if speculate or exact else (beam_size or self.beam_size),
                              max_length=min(448, 2 * (len(prefix) + max(1, cap - j)) + 2),
                              suppress_blank=j == 0, return_scores=True, return_no_speech_prob=True)
             cont = [t for t in g.sequences_ids[0] if t < tok.eot]

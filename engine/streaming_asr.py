@@ -6,12 +6,21 @@ hypotheses is committed (LocalAgreement-2, :class:`HypothesisBuffer`); the buffe
 segment end once it grows past ``buffer_trim_s``. Updates are computation-aware: the processor decodes whatever
 audio has arrived when it is free, at least ``min_chunk_s`` of new audio per update.
 
+The final text of an utterance comes from decodes of the whole utterance (``final_full``), not from the words
+LocalAgreement-2 committed from short, trimmed buffers: when the buffer was trimmed, the end of speech (or a VAD
+pause) decodes the utterance's audio since its last finished piece in one window, with the streaming hypothesis as
+a draft that one decoder pass verifies exactly (:func:`engine.verify.majority_accepted`), so the final is greedy
+decoding of the whole utterance at little more than one pass; speech longer than ``final_piece_s`` is finished in
+pieces while it is spoken, each cut at a word end (at a sentence end where there is one) and decoded the same way,
+as an offline decode moves through 30 s windows.
+
 The backend is behind :class:`ASRBackend` (``transcribe(audio, prompt) -> (words, segment_ends)``), so a
 speculative decoder replaces plain AR decoding without touching the policy.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Protocol, Sequence
@@ -35,9 +44,10 @@ class BackendResult:
 
 
 class ASRBackend(Protocol):
-    """A streaming decoder. It may also have ``transcribe_final(audio, prompt)`` (same signature and result) for the
+    """A streaming decoder. It may also have ``transcribe_final(audio, prompt, draft="")`` (same result) for the
     decodes that give an utterance's final text; :class:`OnlineASRProcessor` then calls it at a VAD pause and at the
-    end of speech (e.g. beam search there while the partials stay greedy)."""
+    end of speech (e.g. beam search there while the partials stay greedy), with ``draft`` the text it expects (the
+    streaming hypothesis) for the decodes of a whole utterance."""
 
     name: str
 
@@ -159,11 +169,17 @@ class OnlineASRProcessor:
         backend: an :class:`ASRBackend`.
         buffer_trim_s: trim the audio buffer at a completed segment when it is longer than this (seconds).
         context: text of earlier utterances, used as the decoding prompt (last 200 characters).
+        final_piece_s: with ``final_full``, the final text comes from decodes of the whole utterance (module
+            docstring); speech longer than this (seconds) is finished in pieces while it is spoken. ≤ 0: the final
+            text of a trimmed utterance is its committed words plus the latest decode of the buffer.
     """
+
+    PIECE_TAIL_S = 3.0  # a piece ends at least this long before the audio that has arrived (its last word may be cut)
+    PIECE_MIN_S = 5.0  # ... and at least this long after its start, seconds
 
     def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
                  context_words: Sequence[Word] = (), committed_until: float | None = None,
-                 final_full: bool = True):
+                 final_full: bool = True, final_piece_s: float = 20.0):
         """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
         buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
         never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
@@ -185,23 +201,44 @@ class OnlineASRProcessor:
         self.updates: list[UpdateStats] = []
         self.decoded_until = t_offset  # audio time covered by the latest hypothesis, seconds
         self.final_decodes_skipped = 0
+        # decodes of the whole utterance: its audio since the last finished piece, the final words before it
+        self.final_piece_s = float(final_piece_s)
+        self._whole_on = final_full and self.final_piece_s > 0
+        self.whole = np.zeros(0, np.float32)
+        self.whole_offset = t_offset  # audio time of whole[0], seconds
+        self.final_words: list[Word] = []  # final words of the finished pieces (all before whole_offset)
+        self._whole: tuple[float, list[Word], bool] | None = None  # latest whole decode: (until, words, doubtful)
+        self._whole_update = -1  # len(self.updates) right after it
+        self.whole_decodes = 0
+        self.pieces = 0
 
     def insert_audio_chunk(self, samples: np.ndarray) -> None:
-        self.audio = np.concatenate([self.audio, np.asarray(samples, np.float32)])
+        samples = np.asarray(samples, np.float32)
+        self.audio = np.concatenate([self.audio, samples])
+        if self._whole_on:
+            self.whole = np.concatenate([self.whole, samples])
 
     @property
     def audio_end(self) -> float:
         return self.buffer_time_offset + len(self.audio) / SAMPLE_RATE
 
     def prompt(self) -> str:
-        # committed words that left the buffer, plus earlier utterances; last 200 characters
-        return (self.context + join_words(self._left_buffer()))[-200:]
+        # the words before the buffer, after earlier utterances; last 200 characters
+        return (self.context + join_words(self._before_buffer()))[-200:]
 
-    def _left_buffer(self) -> list[Word]:
-        """Committed words whose audio left the buffer at a trim: those whose middle lies before its start. The cut
-        is a segment end of the latest decode, but a committed word keeps the times of the decode that committed it,
-        which may put its end a little past the cut: it still left with the audio before it."""
-        return [w for w in self.committed if (w.start + w.end) / 2 < self.buffer_time_offset]
+    def _before_buffer(self) -> list[Word]:
+        """The words whose audio is before the buffer: the final words of finished pieces, then the committed words
+        whose audio left the buffer at a later trim: those whose middle lies before its start (the cut is a segment
+        end of the latest decode, but a committed word keeps the times of the decode that committed it, which may put
+        its end a little past the cut: it still left with the audio before it)."""
+        return self.final_words + [w for w in self.committed
+                                   if self.whole_offset <= (w.start + w.end) / 2 < self.buffer_time_offset]
+
+    @property
+    def _needs_whole(self) -> bool:
+        """The buffer no longer starts where the unfinished part of the utterance does (it was trimmed): its
+        decodes do not see the whole utterance, so the final text needs a decode of ``whole``."""
+        return self._whole_on and self.buffer_time_offset > self.whole_offset + 1e-6
 
     def process_iter(self, until: float | None = None) -> tuple[list[Word], list[Word]]:
         """Re-decode the buffer (up to the audio time ``until``, seconds, if given: e.g. the end of speech at a
@@ -211,6 +248,9 @@ class OnlineASRProcessor:
         if until is not None:
             audio = audio[: max(int(round((until - self.buffer_time_offset) * SAMPLE_RATE)), int(SAMPLE_RATE * 0.1))]
         if len(audio) < SAMPLE_RATE * 0.1:
+            return [], self.hyp.complete()
+        if until is not None and self._needs_whole:  # the final text's decode, before the end of speech is sure
+            self._decode_whole(until)
             return [], self.hyp.complete()
         t0 = time.perf_counter()
         res = self._decode(audio, final=until is not None)
@@ -225,14 +265,83 @@ class OnlineASRProcessor:
         if len(self.audio) / SAMPLE_RATE > self.buffer_trim_s:
             self._chunk_completed_segment(res.segment_ends)
         self.updates.append(UpdateStats(time.perf_counter() - t0, len(audio) / SAMPLE_RATE, len(new), res.stats))
+        if until is None and self._whole_on and self.audio_end - self.whole_offset > self.final_piece_s:
+            self._finish_piece()
         return new, self.hyp.complete()
 
-    def _decode(self, audio: np.ndarray, final: bool) -> BackendResult:
-        """One backend decode of ``audio`` after :meth:`prompt`. ``final``: this decode may give the utterance's
-        final text (at a VAD pause or the end of speech): a backend with ``transcribe_final`` (e.g. beam search for
-        the final text, ``asr.final_beam_size``) decodes it with that."""
+    def _decode(self, audio: np.ndarray, final: bool, prompt: str | None = None, draft: str = "") -> BackendResult:
+        """One backend decode of ``audio`` after ``prompt`` (default :meth:`prompt`). ``final``: this decode may give
+        the utterance's final text (at a VAD pause or the end of speech): a backend with ``transcribe_final`` (e.g.
+        beam search for the final text, ``asr.final_beam_size``) decodes it with that, given ``draft`` if it takes
+        one."""
+        prompt = self.prompt() if prompt is None else prompt
         fn = getattr(self.backend, "transcribe_final", None) if final else None
-        return (fn or self.backend.transcribe)(audio, self.prompt())
+        if fn is None:
+            return self.backend.transcribe(audio, prompt)
+        if draft.strip() and "draft" in inspect.signature(fn).parameters:
+            return fn(audio, prompt, draft=draft)
+        return fn(audio, prompt)
+
+    # -- decodes of the whole utterance (final_full) --------------------------------------------------------------
+    def _hypothesis_words(self) -> list[Word]:
+        """The streaming hypothesis after the final words: committed words that left the buffer after the last
+        piece, then the latest decode of the buffer (committed + tentative words if it was doubtful)."""
+        full = self._full_final() if self.updates and not self.updates[-1].stats.get("doubtful") else None
+        if full is None:
+            full = [w for w in self.committed if (w.start + w.end) / 2 >= self.buffer_time_offset] + self.hyp.complete()
+        return self._before_buffer()[len(self.final_words):] + full
+
+    def _decode_whole_audio(self, audio: np.ndarray) -> tuple[list[Word], bool]:
+        """Decode ``whole``'s audio ``audio`` (a prefix of it) after the earlier utterances and the final words,
+        with the streaming hypothesis as the draft. Returns (words in audio time, without the words of earlier
+        utterances, doubtful)."""
+        t0 = time.perf_counter()
+        prompt = (self.context + join_words(self.final_words))[-200:]
+        res = self._decode(audio, final=True, prompt=prompt, draft=join_words(self._hypothesis_words()))
+        h = HypothesisBuffer()
+        h.last_committed_time = max(self.context_end, self.whole_offset)
+        h.committed_in_buffer = (self.context_words + self.final_words)[-5:]
+        h.insert(res.words, self.whole_offset)
+        self.updates.append(UpdateStats(time.perf_counter() - t0, len(audio) / SAMPLE_RATE, 0,
+                                        {**res.stats, "whole": True}))
+        self.whole_decodes += 1
+        return list(h.new), bool(res.stats.get("doubtful"))
+
+    def _decode_whole(self, until: float) -> None:
+        """Decode the unfinished part of the utterance up to the audio time ``until`` (seconds): the final text."""
+        n = int(round((until - self.whole_offset) * SAMPLE_RATE))
+        audio = self.whole[: max(n, int(SAMPLE_RATE * 0.1))]
+        words, doubtful = self._decode_whole_audio(audio)
+        self._whole = (self.whole_offset + len(audio) / SAMPLE_RATE, words, doubtful)
+        self._whole_update = len(self.updates)
+
+    def _finish_piece(self) -> None:
+        """Speech has gone on past ``final_piece_s`` since the last piece: decode it whole and make its words final
+        up to a sentence end (else a word end) between ``PIECE_MIN_S`` and ``PIECE_TAIL_S`` before the audio's end;
+        the audio after that cut starts the next piece. When no such word passes, the committed words that left the
+        buffer become final instead (LocalAgreement-2's choice)."""
+        words, doubtful = self._decode_whole_audio(self.whole)
+        end = self.audio_end
+        cands = [i for i, w in enumerate(words)
+                 if w.end <= end - self.PIECE_TAIL_S and w.end >= self.whole_offset + self.PIECE_MIN_S]
+        if doubtful or not cands:
+            cut = self.buffer_time_offset
+            if cut <= self.whole_offset + 1e-6:
+                return
+            self.final_words = self._before_buffer()
+        else:
+            ends = [i for i in cands if words[i].text.rstrip().endswith((".", "?", "!"))]
+            i = ends[-1] if ends else cands[-1]
+            cut = words[i].end if i + 1 == len(words) else min(words[i].end, words[i + 1].start)
+            cut = max(cut, self.whole_offset + 0.01)
+            self.final_words = self.final_words + words[: i + 1]
+        self.whole = self.whole[int(round((cut - self.whole_offset) * SAMPLE_RATE)):]
+        self.whole_offset = cut
+        self._whole = None
+        self.pieces += 1
+        if self.buffer_time_offset < cut:  # the partials' buffer starts at the piece's cut too
+            self._chunk_at(cut)
+            self.hyp.last_committed_time = max(self.hyp.last_committed_time, cut)
 
     def _chunk_completed_segment(self, ends: list[float]) -> None:
         if not self.committed or len(ends) < 2:
@@ -252,14 +361,39 @@ class OnlineASRProcessor:
         self.audio = self.audio[cut:]
         self.buffer_time_offset = t
 
-    def finish(self, speech_end: float | None = None) -> list[Word]:
+    def run_on_cut(self, min_tail_s: float = 1.0, sentence_s: float = 8.0) -> float:
+        """Where to end a run-on utterance (speech without a pause, cut so the answer/caption paths are not starved):
+        a word boundary of the latest decode of the buffer at least ``min_tail_s`` seconds before the audio's end,
+        the last sentence end of the last ``sentence_s`` seconds if there is one (the boundary is the next word's
+        start when that comes before the word's end). The audio's end when the decode has no such word. Audio time,
+        seconds; the audio after it starts the next utterance, so no word is cut in two."""
+        end = self.audio_end
+        words = [w for w in self._last_full if self.buffer_time_offset + 0.5 < w.end <= end - min_tail_s]
+        if not words:
+            return end
+        ends = [w for w in words if w.text.rstrip().endswith((".", "?", "!")) and w.end >= end - sentence_s]
+        w = ends[-1] if ends else words[-1]
+        i = self._last_full.index(w)
+        return min(w.end, self._last_full[i + 1].start) if i + 1 < len(self._last_full) else w.end
+
+    def finish(self, speech_end: float | None = None, cut: bool = False) -> list[Word]:
         """End of speech: everything after the committed words is committed. Returns the words committed now.
 
         If the latest hypothesis already covers the audio up to ``speech_end`` (audio time, seconds; only silence
         came after it), that hypothesis is final and no decode is needed; otherwise the remaining buffer is decoded
-        once more."""
+        once more. ``cut``: speech goes on after ``speech_end`` (a run-on utterance ended at :meth:`run_on_cut`):
+        the audio up to it is always decoded again, as its latest decode heard the words after it."""
+        if self._needs_whole and not self.mostly_doubtful:
+            end = self.audio_end if speech_end is None else min(speech_end, self.audio_end)
+            if self._whole is None or self._whole_update != len(self.updates) or abs(self._whole[0] - end) > 1e-3:
+                self._decode_whole(end)
+            _, words, doubtful = self._whole
+            if not doubtful:
+                self.committed = self.final_words + words
+                self.hyp.buffer = []
+                return words
         tail: list[Word] = []
-        if speech_end is not None and self.updates and self.decoded_until >= speech_end - 1e-3:
+        if speech_end is not None and self.updates and self.decoded_until >= speech_end - 1e-3 and not cut:
             tail = self.hyp.complete()
             self.final_decodes_skipped += 1
         elif self.mostly_doubtful:  # its words would not be kept (below): no decode, the final comes at once
@@ -284,7 +418,7 @@ class OnlineASRProcessor:
             tail = []
         full = self._full_final() if self.final_full and not doubtful else None
         if full is not None:
-            kept = self._left_buffer()
+            kept = self._before_buffer()
             tail = full
             self.committed = kept + full
         else:
@@ -309,10 +443,13 @@ class OnlineASRProcessor:
         committed + tentative text of a partial, its earlier words may still change from one update to the next
         (a later decode with more audio corrects them, as the final decode does). Committed + tentative when there
         is no decode yet, ``final_full`` is off, or the latest decode was doubtful."""
+        w = self._whole
+        if w is not None and self._whole_update == len(self.updates) and not w[2]:  # the latest decode was whole
+            return join_words(self.final_words + w[1])
         if self.final_full and self.updates and not self.updates[-1].stats.get("doubtful"):
             full = self._full_final()
             if full is not None:
-                return join_words(self._left_buffer() + full)
+                return join_words(self._before_buffer() + full)
         return join_words(self.committed + self.hyp.complete())
 
     def _remember(self, words: Sequence[Word]) -> None:
@@ -326,7 +463,7 @@ class OnlineASRProcessor:
             return None
         h = HypothesisBuffer()
         h.last_committed_time = max(self.context_end, self.buffer_time_offset)
-        h.committed_in_buffer = (self.context_words + self._left_buffer())[-5:]
+        h.committed_in_buffer = (self.context_words + self._before_buffer())[-5:]
         h.insert(self._last_full, 0.0)
         return list(h.new)
 

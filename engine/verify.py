@@ -216,6 +216,17 @@ def threshold_accepted(p_draft: Iterable[float], tau: float) -> int:
     return _prefix(p > tau for p in p_draft)
 
 
+def majority_accepted(p_draft: Iterable[float], allowed: Iterable[bool] | None = None) -> int:
+    """Greedy acceptance (argmax == draft token) decided from the draft tokens' probabilities alone: the number of
+    leading draft tokens with p(ŷ_i | ŷ_<i, x) > 1/2 (and ``allowed[i]``, e.g. not a token the decoder suppresses).
+    A probability above one half is the argmax, so every accepted token is the greedy token: the accepted prefix
+    followed by greedy decoding is exactly greedy decoding (a token that is the argmax with p ≤ 1/2 is rejected
+    and then produced again by the greedy continuation, costing a step but not exactness). For backends that
+    return p(draft) but not the full distribution (CTranslate2's ``align``)."""
+    ok = (p > 0.5 for p in p_draft) if allowed is None else (p > 0.5 and a for p, a in zip(p_draft, allowed))
+    return _prefix(ok)
+
+
 def prob_threshold(rows: np.ndarray, draft: Sequence[int], tau: float) -> Verdict:
     """Accept while softmax(rows[j])[draft[j]] > τ (τ_SLM, :func:`threshold_accepted`); correction = argmax."""
     n = min(len(draft), len(rows))

@@ -179,7 +179,7 @@ def test_a_committed_word_is_not_lost_when_a_later_decode_times_it_differently_a
             words, ends = decodes.pop(0) if len(decodes) > 1 else decodes[0]
             return BackendResult(words, ends, {})
 
-    p = OnlineASRProcessor(Backend(), buffer_trim_s=4.5)
+    p = OnlineASRProcessor(Backend(), buffer_trim_s=4.5, final_piece_s=0)  # the rule without whole decodes
     for _ in range(6):
         p.insert_audio_chunk(np.zeros(16000, np.float32))
         p.process_iter()
@@ -273,3 +273,95 @@ def test_pipeline_on_jfk_emits_partials_then_final(runtime, jfk_path, role):
     assert stats.audio_s == pytest.approx(12.0, abs=0.2) and stats.rtf > 0
     for f in finals:  # every word overlaps its utterance (Whisper stretches a first word over the pause before it)
         assert all(w.end >= f.t_start and w.start <= f.t_end + 0.5 for w in f.words)
+
+
+class OracleBackend:
+    """A decoder that hears exactly the words that lie wholly inside the audio it gets. The test audio carries its
+    own time (sample value = seconds / 100), so any slice of it tells where it starts; word k spans
+    [0.5 k + 0.05, 0.5 k + 0.45] s and every sixth ends a sentence. A word cut in two is heard by no slice."""
+
+    name = "oracle"
+
+    def __init__(self):
+        self.decodes = 0
+
+    @staticmethod
+    def words_between(t0: float, t1: float):
+        k0 = max(0, int(t0 // 0.5) - 1)
+        out = []
+        for k in range(k0, int(t1 // 0.5) + 2):
+            a, b = 0.5 * k + 0.05, 0.5 * k + 0.45
+            if a >= t0 - 1e-6 and b <= t1 + 1e-6:
+                out.append((k, a, b))
+        return out
+
+    def transcribe(self, audio, prompt=""):
+        from engine.streaming_asr import BackendResult
+
+        self.decodes += 1
+        t0 = float(audio[0]) * 100.0
+        t1 = t0 + len(audio) / 16000
+        words = [Word(a - t0, b - t0, f" w{k}" + ("." if k % 6 == 5 else ""))
+                 for k, a, b in self.words_between(t0, t1)]
+        return BackendResult(words, [w.end for w in words if w.text.endswith(".")] + [words[-1].end] if words else [],
+                             {})
+
+
+@pytest.mark.parametrize("final_piece_s", [0.0, 8.0])
+def test_a_run_on_utterance_is_cut_between_words_and_loses_none(final_piece_s):
+    """Speech without a pause is closed every ``max_utterance_s`` (so answers and captions are not starved): the cut
+    falls between two words of the latest decode and the audio after it starts the next utterance, so every word
+    is in exactly one final transcript (cutting at the audio's end split a word, which no decode then heard). With
+    ``final_piece_s`` the long utterance is also finished in pieces while it is spoken."""
+    import time
+
+    import numpy as np
+
+    from audio.sources import ArraySource
+    from engine.pipeline import StreamingTranscriber
+
+    class Paced(ArraySource):  # 300 blocks at 4 ms each: the decoder sees the audio grow, as from a microphone
+        def __iter__(self):
+            for block in super().__iter__():
+                time.sleep(0.004)
+                yield block
+
+    n = 16000 * 30
+    audio = (np.arange(n, dtype=np.float64) / 16000 / 100).astype(np.float32)
+    events = []
+    be = OracleBackend()
+    st = StreamingTranscriber(Paced(audio, realtime=False, trailing_silence_s=0.0), be, None, events.append,
+                              min_chunk_s=1.0, buffer_trim_s=4.0, max_utterance_s=12.0, final_piece_s=final_piece_s)
+    st.run()
+    finals = [e for e in events if isinstance(e, FinalTranscript)]
+    assert len(finals) >= 2  # the run-on limit closed it at least once
+    words = " ".join(f.text for f in finals).replace(".", "").split()
+    assert words == [f"w{k}" for k in range(60)]
+    for f in finals[:-1]:  # each cut is at a word end: no later utterance starts inside a word
+        assert f.t_end == pytest.approx(0.5 * int(f.t_end // 0.5) + 0.45, abs=0.02) or f.t_end % 0.5 < 0.06
+
+
+def test_the_final_decode_verifies_its_draft_exactly(runtime, jfk_path):
+    """The decode of a whole utterance takes the streaming text as a draft, verified in one decoder pass by
+    ``majority_accepted`` (p > 1/2), then greedy decoding goes on from the accepted prefix: on real audio its text
+    is greedy decoding's, whatever the draft (right, wrong from the middle, wrong from the start), for plain AR and
+    for SSD (whose partials use the relaxed τ_SLM); a right draft is accepted up to its first token with p ≤ 1/2."""
+    from audio.io import load_audio
+    from engine.ssd_asr import SSDCT2Backend
+
+    audio = load_audio(jfk_path)
+    m = runtime.whisper_ssd()
+    ar = SSDCT2Backend(m, speculate=False)
+    greedy = ar.transcribe(audio)
+    g_text = "".join(w.text for w in greedy.words).strip()
+    assert greedy.stats["stage"] == "ar"
+    right = ar.transcribe_final(audio, draft=g_text)
+    assert "".join(w.text for w in right.words).strip() == g_text
+    assert right.stats["draft_tokens"] > 10 and right.stats["accepted"] > 0  # up to its first token with p ≤ 1/2
+    wrong_mid = g_text.replace("what your country", "when the country")
+    wrong_start = "Hello there, " + g_text
+    for backend in (ar, SSDCT2Backend(m, speculate=True)):
+        for draft in (wrong_mid, wrong_start):
+            r = backend.transcribe_final(audio, draft=draft)
+            assert "".join(w.text for w in r.words).strip() == g_text, (backend.name, draft)
+            assert r.stats["accepted"] < r.stats["draft_tokens"]
