@@ -81,9 +81,10 @@ class AsrConfig:
     context_gap_s: float = 0.0
     final_full: bool = True  # True: final text = the last decode of the whole utterance (False: LocalAgreement-2)
     # with final_full: speech longer than this is finished in pieces while spoken (engine/streaming_asr.py); a
-    # trimmed utterance's final is one exactly verified decode of its audio since the last piece. 0 = the final
-    # text of a trimmed utterance is its committed words + the latest decode of the buffer (bench asr-stream)
-    final_piece_s: float = 20.0
+    # trimmed utterance's final is one exactly verified decode of its audio since the last piece (at least 9 s).
+    # 0 = the final text of a trimmed utterance is its committed words + the latest decode of the buffer
+    # (bench asr-stream: ar vs ar_piece20 vs ar_buffer_final)
+    final_piece_s: float = 10.0
     beam_size: int = 1
     # beam width of the decode that gives an utterance's final text (at a VAD pause and at the end of speech); the
     # partials stay greedy. Plain AR (asr.method=ar) only: SSD and SpecASR verify against greedy decoding
@@ -335,7 +336,7 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "asr.final_piece_s": ("Final decode piece (s)", "With the final text from the whole utterance: an utterance "
                           "longer than the buffer gets its final text from one decode of all of it (the streaming "
                           "text as a draft, verified exactly); speech longer than this is finished in pieces while "
-                          "it is spoken. 0 = committed words + the latest decode of the buffer (faster, less exact)."),
+                          "it is spoken (at least 9 s). 0 = committed words + the latest decode of the buffer (faster, less exact)."),
     "asr.encoder_window": ("Encoder window", "scaled = encode the buffered audio plus a margin of silence (cost "
                            "grows with the audio, whisper.cpp's audio_ctx idea); padded = always a 30 s window "
                            "(Whisper's training length, slow). Scaled decodes that fail a guard are redone padded."),
@@ -472,7 +473,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
 RANGES: dict[str, tuple[float, float]] = {
     "vad.threshold": (0.05, 0.95), "vad.min_silence_s": (0.1, 5.0), "vad.min_speech_s": (0.0, 2.0),
     "vad.speech_pad_s": (0.0, 1.0), "asr.pre_roll_s": (0.0, 2.0), "asr.context_gap_s": (0.0, 30.0),
-    "asr.min_chunk_s": (0.2, 5.0), "asr.buffer_trim_s": (3.0, 28.0), "asr.final_piece_s": (0.0, 27.0), "asr.tau_ctc": (0.0, 10.0),
+    "asr.min_chunk_s": (0.2, 5.0), "asr.buffer_trim_s": (3.0, 28.0), "asr.final_piece_s": (0.0, 27.0),
+    "asr.tau_ctc": (0.0, 10.0),
     "asr.encoder_margin_s": (0.0, 10.0), "asr.encoder_min_s": (1.0, 30.0), "asr.guard_tokens_per_s": (0.5, 20.0),
     "asr.guard_tokens_base": (4, 200), "asr.guard_compression_ratio": (1.5, 10.0), "asr.guard_logprob": (-10.0, 0.0),
     "asr.guard_no_speech": (0.0, 1.0), "asr.final_beam_size": (1, 10),

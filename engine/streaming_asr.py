@@ -179,7 +179,7 @@ class OnlineASRProcessor:
 
     def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
                  context_words: Sequence[Word] = (), committed_until: float | None = None,
-                 final_full: bool = True, final_piece_s: float = 20.0):
+                 final_full: bool = True, final_piece_s: float = 10.0):
         """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
         buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
         never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
@@ -194,6 +194,7 @@ class OnlineASRProcessor:
         self.context = context
         self.audio = np.zeros(0, np.float32)
         self.buffer_time_offset = t_offset  # audio time of audio[0], seconds
+        self._t_start = t_offset
         self.hyp = HypothesisBuffer()
         self.hyp.last_committed_time = t_offset if committed_until is None else committed_until
         self.hyp.committed_in_buffer = list(context_words)
@@ -202,7 +203,9 @@ class OnlineASRProcessor:
         self.decoded_until = t_offset  # audio time covered by the latest hypothesis, seconds
         self.final_decodes_skipped = 0
         # decodes of the whole utterance: its audio since the last finished piece, the final words before it
-        self.final_piece_s = float(final_piece_s)
+        # a piece needs room for its cut (PIECE_MIN_S after its start, PIECE_TAIL_S before the audio's end)
+        self.final_piece_s = max(float(final_piece_s), self.PIECE_MIN_S + self.PIECE_TAIL_S + 1.0) \
+            if final_piece_s > 0 else 0.0
         self._whole_on = final_full and self.final_piece_s > 0
         self.whole = np.zeros(0, np.float32)
         self.whole_offset = t_offset  # audio time of whole[0], seconds
@@ -361,20 +364,35 @@ class OnlineASRProcessor:
         self.audio = self.audio[cut:]
         self.buffer_time_offset = t
 
-    def run_on_cut(self, min_tail_s: float = 1.0, sentence_s: float = 8.0) -> float:
+    def run_on_cut(self, min_tail_s: float = 1.0, span_s: float = 8.0, frame_s: float = 0.1) -> float:
         """Where to end a run-on utterance (speech without a pause, cut so the answer/caption paths are not starved):
-        a word boundary of the latest decode of the buffer at least ``min_tail_s`` seconds before the audio's end,
-        the last sentence end of the last ``sentence_s`` seconds if there is one (the boundary is the next word's
-        start when that comes before the word's end). The audio's end when the decode has no such word. Audio time,
-        seconds; the audio after it starts the next utterance, so no word is cut in two."""
+        the quietest (mean energy of the ``frame_s`` around it: a decode's word times can be off, a gap between
+        words is quiet) word boundary of the latest decode of the buffer between ``span_s`` and ``min_tail_s``
+        seconds before the audio's end; else the quietest boundary anywhere in the buffer; else the buffer's start
+        if a trim put it at a segment end; else the quietest frame of that span
+        (:func:`engine.whisper_window.split_point`). Audio time, seconds; the audio after it starts the next
+        utterance, so no word is cut in two."""
+        from .whisper_window import split_point
+
         end = self.audio_end
-        words = [w for w in self._last_full if self.buffer_time_offset + 0.5 < w.end <= end - min_tail_s]
-        if not words:
-            return end
-        ends = [w for w in words if w.text.rstrip().endswith((".", "?", "!")) and w.end >= end - sentence_s]
-        w = ends[-1] if ends else words[-1]
-        i = self._last_full.index(w)
-        return min(w.end, self._last_full[i + 1].start) if i + 1 < len(self._last_full) else w.end
+        off = self.buffer_time_offset
+        words = self._last_full
+        bounds = [min(a.end, b.start) if b.start > a.start else a.end for a, b in zip(words, words[1:])]
+        bounds = [t for t in bounds if off + 0.1 <= t <= end - 0.2]
+        near = [t for t in bounds if end - span_s <= t <= end - min_tail_s]
+        half = int(frame_s * SAMPLE_RATE / 2)
+
+        def energy(t: float) -> float:
+            i = int(round((t - off) * SAMPLE_RATE))
+            seg = self.audio[max(0, i - half): i + half]
+            return float(np.mean(seg.astype(np.float64) ** 2)) if len(seg) else np.inf
+
+        if near or bounds:
+            return min(near or bounds, key=energy)
+        if off > self._t_start + 1e-6:  # trimmed at a segment end of a decode: a word boundary
+            return off
+        lo, hi = max(0.1, end - span_s - off), max(0.2, end - min_tail_s - off)
+        return off + split_point(self.audio, hi, min(lo, hi - 0.1), frame_s) / SAMPLE_RATE
 
     def finish(self, speech_end: float | None = None, cut: bool = False) -> list[Word]:
         """End of speech: everything after the committed words is committed. Returns the words committed now.
