@@ -5,8 +5,8 @@ Each file is played through exactly what ``specvoice transcribe`` runs: ``Runtim
 block_s, realtime=True), emit).run()`` (the backend is wrapped in a thin proxy that records each decode's backend
 stats; nothing else changes). Methods are configuration overrides (``--methods``): ``ar``, ``ssd``, ``specasr``
 (length-scaled encoder window, the default) and ``ar_padded``, ``ssd_padded`` (the 30 s window, the baseline);
-``ar_buffer_final`` = a trimmed utterance's final from its committed words + the buffer's latest decode instead of a
-decode of the whole utterance (``asr.final_piece_s=0``).
+``ar_piece20``/``ar_piece10`` = a trimmed utterance's final from a decode of the whole utterance (``asr.final_piece_s``)
+instead of its committed words + the buffer's latest decode.
 Models load once per distinct model configuration; each method has its own backend, warmed up before timing.
 
 Metrics, per file × method and pooled per method:
@@ -95,15 +95,14 @@ METHODS: dict[str, dict] = {
     "ar_trim15": {"asr": {"method": "ar", "buffer_trim_s": 15.0}},
     # the decode that gives the final text (at a pause, at the end of speech) with beam search, partials greedy
     "ar_final_beam5": {"asr": {"method": "ar", "final_beam_size": 5}},
-    # a trimmed utterance's final = its committed words + the latest decode of the buffer (no whole-utterance
-    # decode, no pieces): the rule before asr.final_piece_s
-    "ar_buffer_final": {"asr": {"method": "ar", "final_piece_s": 0.0}},
-    # whole-utterance decodes over pieces of up to 20 s instead of 10 s (fewer, longer decodes at the end of speech)
+    # a trimmed utterance's final from one exactly verified decode of the whole utterance, long speech finished in
+    # pieces of up to 20 s (10 s) while it is spoken, instead of its committed words + the buffer's latest decode
     "ar_piece20": {"asr": {"method": "ar", "final_piece_s": 20.0}},
+    "ar_piece10": {"asr": {"method": "ar", "final_piece_s": 10.0}},
 }
-DEFAULT_METHODS = ["ar", "ar_buffer_final", "ar_piece20", "ar_trim15", "ssd", "ssd_lossless", "specasr", "ar_padded"]
+DEFAULT_METHODS = ["ar", "ar_piece20", "ssd", "ssd_lossless", "specasr", "ar_padded"]
 BASELINE = "ar_padded"
-AR_OF = {"ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_buffer_final": "ar", "ar_piece20": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
+AR_OF = {"ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
 
 
 # --------------------------------------------------------------------------------------------------------- metrics

@@ -80,11 +80,11 @@ class AsrConfig:
     # default: in dialogue it is often another voice, and it made the final text worse (bench asr-stream)
     context_gap_s: float = 0.0
     final_full: bool = True  # True: final text = the last decode of the whole utterance (False: LocalAgreement-2)
-    # with final_full: speech longer than this is finished in pieces while spoken (engine/streaming_asr.py); a
-    # trimmed utterance's final is one exactly verified decode of its audio since the last piece (at least 9 s).
-    # 0 = the final text of a trimmed utterance is its committed words + the latest decode of the buffer
-    # (bench asr-stream: ar vs ar_piece20 vs ar_buffer_final)
-    final_piece_s: float = 10.0
+    # > 0 (at least 9 s), with final_full: a trimmed utterance's final text is one exactly verified decode of its
+    # audio since its last piece, and speech longer than this is finished in pieces while spoken
+    # (engine/streaming_asr.py). 0 (default) = its committed words + the latest decode of the buffer: the final
+    # comes sooner; whole-utterance decodes came closer to offline beam 5 but later (bench asr-stream: ar_piece20)
+    final_piece_s: float = 0.0
     beam_size: int = 1
     # beam width of the decode that gives an utterance's final text (at a VAD pause and at the end of speech); the
     # partials stay greedy. Plain AR (asr.method=ar) only: SSD and SpecASR verify against greedy decoding

@@ -236,7 +236,7 @@ class StreamingTranscriber:
                  emit: Callable[[object], None], min_chunk_s: float = 1.0, buffer_trim_s: float = 15.0,
                  max_utterance_s: float = 60.0, final_full: bool = True, max_backlog_s: float = 600.0,
                  lag_warn_s: float = 3.0, pre_roll_s: float = 0.3, context_gap_s: float = 0.0,
-                 final_piece_s: float = 10.0):
+                 final_piece_s: float = 0.0):
         self.source = source
         self.final_full = final_full
         self.final_piece_s = final_piece_s

@@ -179,7 +179,7 @@ class OnlineASRProcessor:
 
     def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
                  context_words: Sequence[Word] = (), committed_until: float | None = None,
-                 final_full: bool = True, final_piece_s: float = 10.0):
+                 final_full: bool = True, final_piece_s: float = 0.0):
         """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
         buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
         never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
