@@ -6,13 +6,14 @@ hypotheses is committed (LocalAgreement-2, :class:`HypothesisBuffer`); the buffe
 segment end once it grows past ``buffer_trim_s``. Updates are computation-aware: the processor decodes whatever
 audio has arrived when it is free, at least ``min_chunk_s`` of new audio per update.
 
-The final text of an utterance comes from decodes of the whole utterance (``final_full``), not from the words
-LocalAgreement-2 committed from short, trimmed buffers: when the buffer was trimmed, the end of speech (or a VAD
-pause) decodes the utterance's audio since its last finished piece in one window, with the streaming hypothesis as
-a draft that one decoder pass verifies exactly (:func:`engine.verify.majority_accepted`), so the final is greedy
-decoding of the whole utterance at little more than one pass; speech longer than ``final_piece_s`` is finished in
-pieces while it is spoken, each cut at a word end (at a sentence end where there is one) and decoded the same way,
-as an offline decode moves through 30 s windows.
+The final text of an utterance is the latest decode of the whole buffer after the committed words that left it at a
+trim (``final_full``), not the words LocalAgreement-2 committed from shorter prefixes. With ``final_piece_s`` > 0 a
+trimmed utterance's final text comes from a decode of the whole utterance instead: the end of speech (or a VAD pause)
+decodes the utterance's audio since its last finished piece in one window, with the streaming hypothesis as a draft
+that one decoder pass verifies exactly (:func:`engine.verify.majority_accepted`), so the final is greedy decoding of
+the whole utterance; speech longer than ``final_piece_s`` is finished in pieces while it is spoken, each cut at a
+word end (at a sentence end where there is one) and decoded the same way, as an offline decode moves through 30 s
+windows. A run-on utterance is ended between two words (:meth:`OnlineASRProcessor.run_on_cut`).
 
 The backend is behind :class:`ASRBackend` (``transcribe(audio, prompt) -> (words, segment_ends)``), so a
 speculative decoder replaces plain AR decoding without touching the policy.
@@ -169,9 +170,10 @@ class OnlineASRProcessor:
         backend: an :class:`ASRBackend`.
         buffer_trim_s: trim the audio buffer at a completed segment when it is longer than this (seconds).
         context: text of earlier utterances, used as the decoding prompt (last 200 characters).
-        final_piece_s: with ``final_full``, the final text comes from decodes of the whole utterance (module
-            docstring); speech longer than this (seconds) is finished in pieces while it is spoken. ≤ 0: the final
-            text of a trimmed utterance is its committed words plus the latest decode of the buffer.
+        final_piece_s: > 0 (with ``final_full``): a trimmed utterance's final text comes from decodes of the whole
+            utterance (module docstring); speech longer than this (seconds, at least 9) is finished in pieces while
+            it is spoken. ≤ 0 (default): the final text of a trimmed utterance is its committed words plus the
+            latest decode of the buffer.
     """
 
     PIECE_TAIL_S = 3.0  # a piece ends at least this long before the audio that has arrived (its last word may be cut)
