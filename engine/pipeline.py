@@ -377,7 +377,7 @@ class StreamingTranscriber:
                 self._update(proc, rec)
                 if proc.audio_end - rec.t_start > self.max_utterance_s:
                     # a run-on "utterance" (no pause): close it so the answer/caption paths are not starved, at a
-                    # word boundary; the audio after it starts the next utterance (from the ring)
+                    # word boundary; its audio after the cut (from its buffer) starts the next utterance
                     cut = proc.run_on_cut()
                     rest = proc.audio[max(0, int(round((cut - proc.buffer_time_offset) * SAMPLE_RATE))):].copy()
                     rec.t_end = cut
