@@ -21,6 +21,7 @@ speculative decoder replaces plain AR decoding without touching the policy.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from dataclasses import dataclass
@@ -144,6 +145,12 @@ class HypothesisBuffer:
 
     def complete(self) -> list[Word]:
         return list(self.buffer)
+
+
+@functools.lru_cache(maxsize=32)
+def _takes_draft(fn) -> bool:
+    """Whether a backend's ``transcribe_final`` takes ``draft`` (read once per bound method, not per decode)."""
+    return "draft" in inspect.signature(fn).parameters
 
 
 def _norm(w: str) -> str:
@@ -283,7 +290,7 @@ class OnlineASRProcessor:
         fn = getattr(self.backend, "transcribe_final", None) if final else None
         if fn is None:
             return self.backend.transcribe(audio, prompt)
-        if draft.strip() and "draft" in inspect.signature(fn).parameters:
+        if draft.strip() and _takes_draft(fn):
             return fn(audio, prompt, draft=draft)
         return fn(audio, prompt)
 
