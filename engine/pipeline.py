@@ -400,7 +400,8 @@ class StreamingTranscriber:
         ctx_words: list = []
         t_buf = t_start
         if (carry is None and prev is not None and prev.t_end is not None
-                and t_start - prev.t_end < self.context_gap_s and t_start - prev.t_start < self.buffer_trim_s and ring and ring[0].t_start <= prev.t_start):
+                and t_start - prev.t_end < self.context_gap_s
+                and t_start - prev.t_start < self.buffer_trim_s and ring and ring[0].t_start <= prev.t_start):
             t_buf = prev.t_start
             ctx_words = list(self._last_words)
         elif self.pre_roll_s > 0 and ring:
