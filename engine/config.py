@@ -80,6 +80,9 @@ class AsrConfig:
     # default: in dialogue it is often another voice, and it made the final text worse (bench asr-stream)
     context_gap_s: float = 0.0
     final_full: bool = True  # True: final text = the last decode of the whole utterance (False: LocalAgreement-2)
+    # with final_full: the words that leave a trimmed buffer keep the text of the latest decode of the buffer, which
+    # heard the audio after them (False: the words LocalAgreement-2 committed; bench asr-stream: ar_trim_committed)
+    trim_latest: bool = True
     # > 0 (at least 9 s), with final_full: a trimmed utterance's final text is one exactly verified decode of its
     # audio since its last piece, and speech longer than this is finished in pieces while spoken
     # (engine/streaming_asr.py). 0 (default) = its committed words + the latest decode of the buffer: the final
@@ -333,6 +336,10 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
     "asr.final_full": ("Final text from the whole utterance", "On: at the end of speech the words still in the "
                        "buffer come from the latest decode of the whole utterance (it sees all of it); off: "
                        "whisper_streaming's rule, the words LocalAgreement-2 committed from shorter prefixes."),
+    "asr.trim_latest": ("Trimmed words from the latest decode", "With the final text from the whole utterance: the "
+                        "words whose audio leaves the buffer of a long utterance keep the text of the latest decode "
+                        "of the buffer (it heard the words after them); off: the words LocalAgreement-2 committed "
+                        "from shorter prefixes."),
     "asr.final_piece_s": ("Final decode piece (s)", "With the final text from the whole utterance: an utterance "
                           "longer than the buffer gets its final text from one decode of all of it (the streaming "
                           "text as a draft, verified exactly); speech longer than this is finished in pieces while "

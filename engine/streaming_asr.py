@@ -6,8 +6,10 @@ hypotheses is committed (LocalAgreement-2, :class:`HypothesisBuffer`); the buffe
 segment end once it grows past ``buffer_trim_s``. Updates are computation-aware: the processor decodes whatever
 audio has arrived when it is free, at least ``min_chunk_s`` of new audio per update.
 
-The final text of an utterance is the latest decode of the whole buffer after the committed words that left it at a
-trim (``final_full``), not the words LocalAgreement-2 committed from shorter prefixes. With ``final_piece_s`` > 0 a
+The final text of an utterance is the latest decode of the whole buffer after the words that left it at a trim
+(``final_full``), not the words LocalAgreement-2 committed from shorter prefixes; the words that leave the buffer at a
+trim keep the text of the decode whose segment end the trim cut at, which heard the audio after them
+(``trim_latest``). With ``final_piece_s`` > 0 a
 trimmed utterance's final text comes from a decode of the whole utterance instead: the end of speech (or a VAD pause)
 decodes the utterance's audio since its last finished piece in one window, with the streaming hypothesis as a draft
 that one decoder pass verifies exactly (:func:`engine.verify.majority_accepted`), so the final is greedy decoding of
@@ -179,8 +181,8 @@ class OnlineASRProcessor:
         context: text of earlier utterances, used as the decoding prompt (last 200 characters).
         final_piece_s: > 0 (with ``final_full``): a trimmed utterance's final text comes from decodes of the whole
             utterance (module docstring); speech longer than this (seconds, at least 9) is finished in pieces while
-            it is spoken. ≤ 0 (default): the final text of a trimmed utterance is its committed words plus the
-            latest decode of the buffer.
+            it is spoken. ≤ 0 (default): the final text of a trimmed utterance is the words that left the buffer
+            (``trim_latest``) plus the latest decode of the buffer.
     """
 
     PIECE_TAIL_S = 3.0  # a piece ends at least this long before the audio that has arrived (its last word may be cut)
@@ -188,14 +190,19 @@ class OnlineASRProcessor:
 
     def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
                  context_words: Sequence[Word] = (), committed_until: float | None = None,
-                 final_full: bool = True, final_piece_s: float = 0.0):
+                 final_full: bool = True, final_piece_s: float = 0.0, trim_latest: bool = True):
         """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
         buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
         never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
         of the whole buffer (which sees the whole utterance), not the words LocalAgreement-2 committed from
-        shorter prefixes; False = whisper_streaming's rule (committed words + the last hypothesis's tail)."""
+        shorter prefixes; False = whisper_streaming's rule (committed words + the last hypothesis's tail).
+        ``trim_latest`` (with ``final_full``): the words whose audio leaves the buffer at a trim keep the text of
+        the latest decode of the buffer (the one whose segment end is the cut, which heard the most audio), not
+        the words LocalAgreement-2 committed from shorter prefixes; False: the committed words."""
         self.backend = backend
         self.final_full = final_full
+        self.trim_latest = trim_latest
+        self.left_words: list[Word] = []  # the final words of the audio that left the buffer at trims
         self.context_words = list(context_words)
         self.context_end = t_offset if committed_until is None else committed_until
         self._last_full: list[Word] = []  # the latest decode of the buffer, absolute times
@@ -239,11 +246,9 @@ class OnlineASRProcessor:
         return (self.context + join_words(self._before_buffer()))[-200:]
 
     def _before_buffer(self) -> list[Word]:
-        """The words whose audio is before the buffer: the final words of finished pieces, then the committed words
-        whose audio left the buffer at a later trim: those whose middle lies before its start (the cut is a segment
-        end of the latest decode, but a committed word keeps the times of the decode that committed it, which may put
-        its end a little past the cut: it still left with the audio before it)."""
-        return self.final_words + [w for w in self.committed
+        """The words whose audio is before the buffer: the final words of finished pieces, then the words whose
+        audio left the buffer at a later trim (:meth:`_trim_at`): those whose middle lies before its start."""
+        return self.final_words + [w for w in self.left_words
                                    if self.whole_offset <= (w.start + w.end) / 2 < self.buffer_time_offset]
 
     @property
@@ -275,7 +280,7 @@ class OnlineASRProcessor:
             new = self.hyp.flush()
         self.committed.extend(new)
         if len(self.audio) / SAMPLE_RATE > self.buffer_trim_s:
-            self._chunk_completed_segment(res.segment_ends)
+            self._chunk_completed_segment(res.segment_ends, bool(res.stats.get("doubtful")))
         self.updates.append(UpdateStats(time.perf_counter() - t0, len(audio) / SAMPLE_RATE, len(new), res.stats))
         if until is None and self._whole_on and self.audio_end - self.whole_offset > self.final_piece_s:
             self._finish_piece()
@@ -296,8 +301,8 @@ class OnlineASRProcessor:
 
     # -- decodes of the whole utterance (final_full) --------------------------------------------------------------
     def _hypothesis_words(self) -> list[Word]:
-        """The streaming hypothesis after the final words: committed words that left the buffer after the last
-        piece, then the latest decode of the buffer (committed + tentative words if it was doubtful)."""
+        """The streaming hypothesis after the final words: the words that left the buffer after the last piece, then
+        the latest decode of the buffer (committed + tentative words if it was doubtful)."""
         full = self._full_final() if self.updates and not self.updates[-1].stats.get("doubtful") else None
         if full is None:
             full = [w for w in self.committed if (w.start + w.end) / 2 >= self.buffer_time_offset] + self.hyp.complete()
@@ -330,8 +335,8 @@ class OnlineASRProcessor:
     def _finish_piece(self) -> None:
         """Speech has gone on past ``final_piece_s`` since the last piece: decode it whole and make its words final
         up to a sentence end (else a word end) between ``PIECE_MIN_S`` and ``PIECE_TAIL_S`` before the audio's end;
-        the audio after that cut starts the next piece. When no such word passes, the committed words that left the
-        buffer become final instead (LocalAgreement-2's choice)."""
+        the audio after that cut starts the next piece. When no such word passes, the words that left the buffer
+        (:meth:`_trim_at`) become final instead."""
         words, doubtful = self._decode_whole_audio(self.whole)
         end = self.audio_end
         cands = [i for i, w in enumerate(words)
@@ -355,7 +360,7 @@ class OnlineASRProcessor:
             self._chunk_at(cut)
             self.hyp.last_committed_time = max(self.hyp.last_committed_time, cut)
 
-    def _chunk_completed_segment(self, ends: list[float]) -> None:
+    def _chunk_completed_segment(self, ends: list[float], doubtful: bool = False) -> None:
         if not self.committed or len(ends) < 2:
             return
         ends = list(ends)
@@ -365,7 +370,19 @@ class OnlineASRProcessor:
             ends.pop()
             e = ends[-2] + self.buffer_time_offset
         if e <= t:
-            self._chunk_at(e)
+            self._trim_at(e, doubtful)
+
+    def _trim_at(self, t: float, doubtful: bool) -> None:
+        """Trim the buffer at ``t`` (audio time, seconds; a segment end of the latest decode, within the committed
+        words). The words of the audio that leaves it become final: with ``final_full`` and ``trim_latest``, the
+        latest decode's words before ``t`` (that decode heard the audio after them too; a doubtful one is not
+        used: ``doubtful``), else the committed words whose middle lies before ``t`` (a committed word keeps the
+        times of the decode that committed it, which may put its end a little past the cut: it still left with the
+        audio before it)."""
+        latest = self._full_final() if self.final_full and self.trim_latest and not doubtful else None
+        src = latest if latest else [w for w in self.committed if (w.start + w.end) / 2 >= self.buffer_time_offset]
+        self.left_words += [w for w in src if (w.start + w.end) / 2 < t]
+        self._chunk_at(t)
 
     def _chunk_at(self, t: float) -> None:
         self.hyp.pop_committed(t)
@@ -465,8 +482,8 @@ class OnlineASRProcessor:
 
     @property
     def hypothesis(self) -> str:
-        """The text the final transcript would have if speech ended now: the committed words that left the buffer
-        plus the latest decode of the whole buffer (the rule of the final text, ``final_full``). Unlike the
+        """The text the final transcript would have if speech ended now: the words that left the buffer
+        (:meth:`_trim_at`) plus the latest decode of the whole buffer (the rule of the final text, ``final_full``). Unlike the
         committed + tentative text of a partial, its earlier words may still change from one update to the next
         (a later decode with more audio corrects them, as the final decode does). Committed + tentative when there
         is no decode yet, ``final_full`` is off, or the latest decode was doubtful."""

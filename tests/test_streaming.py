@@ -189,6 +189,51 @@ def test_a_committed_word_is_not_lost_when_a_later_decode_times_it_differently_a
     assert p.text == "bring her along the more the merrier lumina a melodious language"
 
 
+def test_the_words_that_leave_a_trimmed_buffer_keep_the_latest_decodes_text():
+    """asr.trim_latest: LocalAgreement-2 commits "net in a good idea" from two short decodes; the decode whose segment
+    end becomes the trim point heard the whole sentence and more, and says "imagine a good idea". The words that
+    leave the buffer with the trim are final with that decode's text (trim_latest off: the committed words stay)."""
+    import numpy as np
+
+    from engine.streaming_asr import BackendResult
+
+    def ws(*items):
+        return [Word(a, b, " " + t) for t, a, b in items]
+
+    wrong = [("net", 0.0, 0.3), ("in", 0.3, 0.5), ("a", 0.5, 0.6), ("good", 0.6, 0.9), ("idea.", 0.9, 1.4)]
+    right = [("imagine", 0.0, 0.5), ("a", 0.5, 0.6), ("good", 0.6, 0.9), ("idea.", 0.9, 1.4)]
+    tail = [("oh", 2.0, 2.3), ("nice.", 2.3, 2.9), ("bring", 3.2, 3.5), ("her", 3.5, 3.7), ("along.", 3.7, 4.4)]
+    decodes = [
+        (ws(*wrong[:3]), [0.6]),
+        (ws(*wrong), [1.4]),
+        (ws(*wrong, *tail[:2]), [1.4, 2.9]),
+        (ws(*right, *tail[:2]), [1.4, 2.9]),
+        (ws(*right, *tail), [1.4, 2.9, 4.4]),  # the trim: at 2.9 s, the end of "oh nice."
+        # after the cut (times relative to it)
+        (ws(("bring", 0.3, 0.6), ("her", 0.6, 0.8), ("along.", 0.8, 1.5)), [1.5]),
+    ]
+    for latest, want in ((True, "imagine a good idea. oh nice. bring her along."),
+                         (False, "net in a good idea. oh nice. bring her along.")):
+        script = list(decodes)
+
+        class Backend:
+            name = "scripted"
+
+            def transcribe(self, audio, prompt=""):
+                words, ends = script.pop(0) if len(script) > 1 else script[0]
+                return BackendResult(words, ends, {})
+
+        p = OnlineASRProcessor(Backend(), buffer_trim_s=4.5, trim_latest=latest)
+        for _ in range(6):
+            p.insert_audio_chunk(np.zeros(16000, np.float32))
+            p.process_iter()
+        assert p.buffer_time_offset == pytest.approx(2.9)  # trimmed once, at the latest decode's segment end
+        assert " net in a good idea." in " " + " ".join(w.text.strip() for w in p.committed[:5])  # LA-2 committed
+        assert p.prompt() == want.split(" bring")[0]  # the next decodes' prompt: the final text before the buffer
+        p.finish()
+        assert p.text == want
+
+
 def test_the_decodes_that_give_the_final_text_use_the_backends_final_decode():
     """asr.final_beam_size: the decode at a VAD pause (``until``) and the one at the end of speech go through the
     backend's ``transcribe_final`` (beam search there); the partials' decodes do not."""
