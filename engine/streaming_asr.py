@@ -376,12 +376,20 @@ class OnlineASRProcessor:
         """Trim the buffer at ``t`` (audio time, seconds; a segment end of the latest decode, within the committed
         words). The words of the audio that leaves it become final: with ``final_full`` and ``trim_latest``, the
         latest decode's words before ``t`` (that decode heard the audio after them too; a doubtful one is not
-        used: ``doubtful``), else the committed words whose middle lies before ``t`` (a committed word keeps the
-        times of the decode that committed it, which may put its end a little past the cut: it still left with the
-        audio before it)."""
+        used: ``doubtful``), which replace the committed words that leave (so the partials show the correction
+        now, when less text follows it, not at the end of speech); else the committed words whose middle lies
+        before ``t`` (a committed word keeps the times of the decode that committed it, which may put its end a
+        little past the cut: it still left with the audio before it)."""
+        def mid(w: Word) -> float:
+            return (w.start + w.end) / 2
+
         latest = self._full_final() if self.final_full and self.trim_latest and not doubtful else None
-        src = latest if latest else [w for w in self.committed if (w.start + w.end) / 2 >= self.buffer_time_offset]
-        self.left_words += [w for w in src if (w.start + w.end) / 2 < t]
+        leaving = [w for w in self.committed if self.buffer_time_offset <= mid(w) < t]
+        left = [w for w in latest if mid(w) < t] if latest else leaving
+        self.left_words += left
+        if left is not leaving:  # the shown committed text takes them now: corrected while the utterance is short
+            self.committed = ([w for w in self.committed if mid(w) < self.buffer_time_offset] + left
+                              + [w for w in self.committed if mid(w) >= t])
         self._chunk_at(t)
 
     def _chunk_at(self, t: float) -> None:
