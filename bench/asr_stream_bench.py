@@ -6,7 +6,8 @@ block_s, realtime=True), emit).run()`` (the backend is wrapped in a thin proxy t
 stats; nothing else changes). Methods are configuration overrides (``--methods``): ``ar``, ``ssd``, ``specasr``
 (length-scaled encoder window, the default) and ``ar_padded``, ``ssd_padded`` (the 30 s window, the baseline);
 ``ar_piece20``/``ar_piece10`` = a trimmed utterance's final from a decode of the whole utterance (``asr.final_piece_s``)
-instead of its committed words + the buffer's latest decode.
+instead of the words that left the buffer + the buffer's latest decode; ``ar_trim_committed`` = the words that leave
+a trimmed buffer keep LocalAgreement-2's committed text (``asr.trim_latest=false``).
 Models load once per distinct model configuration; each method has its own backend, warmed up before timing.
 
 Metrics, per file × method and pooled per method:
@@ -96,7 +97,7 @@ METHODS: dict[str, dict] = {
     # the decode that gives the final text (at a pause, at the end of speech) with beam search, partials greedy
     "ar_final_beam5": {"asr": {"method": "ar", "final_beam_size": 5}},
     # a trimmed utterance's final from one exactly verified decode of the whole utterance, long speech finished in
-    # pieces of up to 20 s (10 s) while it is spoken, instead of its committed words + the buffer's latest decode
+    # pieces of up to 20 s (10 s) while it is spoken, instead of the words that left the buffer + its latest decode
     "ar_piece20": {"asr": {"method": "ar", "final_piece_s": 20.0}},
     "ar_piece10": {"asr": {"method": "ar", "final_piece_s": 10.0}},
     # the words that leave a trimmed buffer keep LocalAgreement-2's committed text, not the latest decode's

@@ -85,8 +85,8 @@ class AsrConfig:
     trim_latest: bool = True
     # > 0 (at least 9 s), with final_full: a trimmed utterance's final text is one exactly verified decode of its
     # audio since its last piece, and speech longer than this is finished in pieces while spoken
-    # (engine/streaming_asr.py). 0 (default) = its committed words + the latest decode of the buffer: the final
-    # comes sooner; whole-utterance decodes came closer to offline beam 5 but later (bench asr-stream: ar_piece20)
+    # (engine/streaming_asr.py). 0 (default) = the words that left the buffer + the latest decode of the buffer:
+    # the final comes sooner; whole-utterance decodes were no closer to offline beam 5 (bench asr-stream: ar_piece20)
     final_piece_s: float = 0.0
     beam_size: int = 1
     # beam width of the decode that gives an utterance's final text (at a VAD pause and at the end of speech); the
