@@ -9,13 +9,13 @@ audio has arrived when it is free, at least ``min_chunk_s`` of new audio per upd
 The final text of an utterance is the latest decode of the whole buffer after the words that left it at a trim
 (``final_full``), not the words LocalAgreement-2 committed from shorter prefixes; the words that leave the buffer at a
 trim keep the text of the decode whose segment end the trim cut at, which heard the audio after them
-(``trim_latest``). With ``final_piece_s`` > 0 a
-trimmed utterance's final text comes from a decode of the whole utterance instead: the end of speech (or a VAD pause)
-decodes the utterance's audio since its last finished piece in one window, with the streaming hypothesis as a draft
-that one decoder pass verifies exactly (:func:`engine.verify.majority_accepted`), so the final is greedy decoding of
-the whole utterance; speech longer than ``final_piece_s`` is finished in pieces while it is spoken, each cut at a
-word end (at a sentence end where there is one) and decoded the same way, as an offline decode moves through 30 s
-windows. A run-on utterance is ended between two words (:meth:`OnlineASRProcessor.run_on_cut`).
+(``trim_latest``). With ``final_piece_s`` > 0 a trimmed utterance's final text comes from a decode of the whole
+utterance instead: the end of speech (or a VAD pause) decodes the utterance's audio since its last finished piece in
+one window, with the streaming hypothesis as a draft that one decoder pass verifies exactly
+(:func:`engine.verify.majority_accepted`), so the final is greedy decoding of the whole utterance; speech longer than
+``final_piece_s`` is finished in pieces while it is spoken, each cut at a word end (at a sentence end where there is
+one) and decoded the same way, as an offline decode moves through 30 s windows. A run-on utterance is ended between
+two words (:meth:`OnlineASRProcessor.run_on_cut`).
 
 The backend is behind :class:`ASRBackend` (``transcribe(audio, prompt) -> (words, segment_ends)``), so a
 speculative decoder replaces plain AR decoding without touching the policy.
@@ -155,6 +155,11 @@ def _takes_draft(fn) -> bool:
     return "draft" in inspect.signature(fn).parameters
 
 
+def _mid(w: Word) -> float:
+    """The middle of a word (audio time, seconds): a word leaves the buffer at a trim by its middle."""
+    return (w.start + w.end) / 2
+
+
 def _norm(w: str) -> str:
     return w.strip()
 
@@ -249,7 +254,7 @@ class OnlineASRProcessor:
         """The words whose audio is before the buffer: the final words of finished pieces, then the words whose
         audio left the buffer at a later trim (:meth:`_trim_at`): those whose middle lies before its start."""
         return self.final_words + [w for w in self.left_words
-                                   if self.whole_offset <= (w.start + w.end) / 2 < self.buffer_time_offset]
+                                   if self.whole_offset <= _mid(w) < self.buffer_time_offset]
 
     @property
     def _needs_whole(self) -> bool:
@@ -305,7 +310,7 @@ class OnlineASRProcessor:
         the latest decode of the buffer (committed + tentative words if it was doubtful)."""
         full = self._full_final() if self.updates and not self.updates[-1].stats.get("doubtful") else None
         if full is None:
-            full = [w for w in self.committed if (w.start + w.end) / 2 >= self.buffer_time_offset] + self.hyp.complete()
+            full = [w for w in self.committed if _mid(w) >= self.buffer_time_offset] + self.hyp.complete()
         return self._before_buffer()[len(self.final_words):] + full
 
     def _decode_whole_audio(self, audio: np.ndarray) -> tuple[list[Word], bool]:
@@ -360,7 +365,7 @@ class OnlineASRProcessor:
             self._chunk_at(cut)
             self.hyp.last_committed_time = max(self.hyp.last_committed_time, cut)
 
-    def _chunk_completed_segment(self, ends: list[float], doubtful: bool = False) -> None:
+    def _chunk_completed_segment(self, ends: list[float], doubtful: bool) -> None:
         if not self.committed or len(ends) < 2:
             return
         ends = list(ends)
@@ -380,16 +385,15 @@ class OnlineASRProcessor:
         now, when less text follows it, not at the end of speech); else the committed words whose middle lies
         before ``t`` (a committed word keeps the times of the decode that committed it, which may put its end a
         little past the cut: it still left with the audio before it)."""
-        def mid(w: Word) -> float:
-            return (w.start + w.end) / 2
-
         latest = self._full_final() if self.final_full and self.trim_latest and not doubtful else None
-        leaving = [w for w in self.committed if self.buffer_time_offset <= mid(w) < t]
-        left = [w for w in latest if mid(w) < t] if latest else leaving
+        if latest:
+            left = [w for w in latest if _mid(w) < t]
+            # the shown committed text takes them now: corrected while the utterance is short
+            self.committed = ([w for w in self.committed if _mid(w) < self.buffer_time_offset] + left
+                              + [w for w in self.committed if _mid(w) >= t])
+        else:
+            left = [w for w in self.committed if self.buffer_time_offset <= _mid(w) < t]
         self.left_words += left
-        if left is not leaving:  # the shown committed text takes them now: corrected while the utterance is short
-            self.committed = ([w for w in self.committed if mid(w) < self.buffer_time_offset] + left
-                              + [w for w in self.committed if mid(w) >= t])
         self._chunk_at(t)
 
     def _chunk_at(self, t: float) -> None:
@@ -491,9 +495,9 @@ class OnlineASRProcessor:
     @property
     def hypothesis(self) -> str:
         """The text the final transcript would have if speech ended now: the words that left the buffer
-        (:meth:`_trim_at`) plus the latest decode of the whole buffer (the rule of the final text, ``final_full``). Unlike the
-        committed + tentative text of a partial, its earlier words may still change from one update to the next
-        (a later decode with more audio corrects them, as the final decode does). Committed + tentative when there
+        (:meth:`_trim_at`) plus the latest decode of the whole buffer (the rule of the final text, ``final_full``).
+        Unlike the committed + tentative text of a partial, its earlier words may still change from one update to the
+        next (a later decode with more audio corrects them, as the final decode does). Committed + tentative when there
         is no decode yet, ``final_full`` is off, or the latest decode was doubtful."""
         w = self._whole
         if w is not None and self._whole_update == len(self.updates) and not w[2]:  # the latest decode was whole
