@@ -142,14 +142,10 @@ JOBS: tuple[Job, ...] = (
                "--max-tokens", "96"), 1070,
         about="SSBD on real streaming-ASR partials (no references)"),
     # -- streaming ASR ---------------------------------------------------------------------------------------------
-    Job("asr-stream", "asr_stream.json", _bench("asr-stream"), 3300,
-        about="every method (the default, whole-utterance finals over 20 s pieces, trimmed words from "
-              "LocalAgreement-2's commits, SSD, lossless SSD, SpecASR, the padded 30 s window) in real time through "
-              "the transcribe path, the whole corpus (329 s)"),
-    Job("asr-stream-final-beam", "asr_stream_final_beam.json",
-        _bench("asr-stream", "--methods", "ar,ar_final_beam5"), 1200,
-        about="the default vs beam search on the decode that gives the final text (asr.final_beam_size=5) in real "
-              "time, the whole corpus (329 s)"),
+    Job("asr-stream", "asr_stream.json", _bench("asr-stream"), 3900,
+        about="every method (the default with beam-5 finals, greedy finals, whole-utterance finals over 20 s "
+              "pieces, trimmed words from LocalAgreement-2's commits, SSD, lossless SSD, SpecASR, the padded 30 s "
+              "window) in real time through the transcribe path, the whole corpus (329 s)"),
     # -- ASR decoding ----------------------------------------------------------------------------------------------
     Job("asr", "asr.json", _bench("asr", "--methods", ASR_METHODS), 1320,
         about="every decoding method on the same encoder output, 41 held-out inputs"),
