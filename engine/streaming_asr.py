@@ -12,7 +12,8 @@ trim keep the text of the decode whose segment end the trim cut at, which heard 
 (``trim_latest``). With ``final_piece_s`` > 0 a trimmed utterance's final text comes from a decode of the whole
 utterance instead: the end of speech (or a VAD pause) decodes the utterance's audio since its last finished piece in
 one window, with the streaming hypothesis as a draft that one decoder pass verifies exactly
-(:func:`engine.verify.majority_accepted`), so the final is greedy decoding of the whole utterance; speech longer than
+(:func:`engine.verify.majority_accepted`), so the final is greedy decoding of the whole utterance (a backend whose
+final decode uses beam search, ``asr.final_beam_size`` > 1, ignores the draft); speech longer than
 ``final_piece_s`` is finished in pieces while it is spoken, each cut at a word end (at a sentence end where there is
 one) and decoded the same way, as an offline decode moves through 30 s windows. A run-on utterance is ended between
 two words (:meth:`OnlineASRProcessor.run_on_cut`).
