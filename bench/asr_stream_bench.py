@@ -94,8 +94,8 @@ METHODS: dict[str, dict] = {
     "ssd_padded": {"asr": {"method": "ssd", "encoder_window": "padded"}},
     # the buffer of a long utterance trimmed at a committed sentence end past 15 s (the previous default) vs 8 s
     "ar_trim15": {"asr": {"method": "ar", "buffer_trim_s": 15.0}},
-    # the decode that gives the final text (at a pause, at the end of speech) greedy too, not beam 5 (the default)
-    "ar_greedy": {"asr": {"method": "ar", "final_beam_size": 1}},
+    # the decode that gives the final text (at a pause, at the end of speech) with beam search, partials greedy
+    "ar_final_beam5": {"asr": {"method": "ar", "final_beam_size": 5}},
     # a trimmed utterance's final from one exactly verified decode of the whole utterance, long speech finished in
     # pieces of up to 20 s (10 s) while it is spoken, instead of the words that left the buffer + its latest decode
     "ar_piece20": {"asr": {"method": "ar", "final_piece_s": 20.0}},
@@ -103,10 +103,9 @@ METHODS: dict[str, dict] = {
     # the words that leave a trimmed buffer keep LocalAgreement-2's committed text, not the latest decode's
     "ar_trim_committed": {"asr": {"method": "ar", "trim_latest": False}},
 }
-DEFAULT_METHODS = ["ar", "ar_greedy", "ar_piece20", "ar_trim_committed", "ssd", "ssd_lossless", "specasr", "ar_padded"]
+DEFAULT_METHODS = ["ar", "ar_final_beam5", "ar_piece20", "ar_trim_committed", "ssd", "ssd_lossless", "specasr", "ar_padded"]
 BASELINE = "ar_padded"
-AR_OF = {"ar_trim15": "ar", "ar_greedy": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar", "ar_trim_committed": "ar", "ssd": "ar_greedy", "ssd_rtfx": "ar_greedy", "ssd_lossless": "ar_greedy", "specasr": "ar_greedy", "ssd_padded": "ar_padded"}
-# ↑ the AR baseline with the same encoder window (for SSD and SpecASR: greedy finals too, the decoding they verify against)
+AR_OF = {"ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar", "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
 
 
 # --------------------------------------------------------------------------------------------------------- metrics

@@ -91,9 +91,9 @@ class AsrConfig:
     beam_size: int = 1
     # beam width of the decode that gives an utterance's final text (at a VAD pause and at the end of speech); the
     # partials stay greedy. Plain AR (asr.method=ar) only: SSD and SpecASR verify against greedy decoding.
-    # 5: the final text nearest the offline beam-5 transcript and the source text (bench asr-stream: ar vs
-    # ar_greedy) for a slightly later final; 1 = greedy
-    final_beam_size: int = 5
+    # 5 gives a closer final text for more compute and a later final (bench asr-stream: ar_final_beam5 vs ar);
+    # 1 = greedy (default)
+    final_beam_size: int = 1
     compute_type: str = "int8"  # CTranslate2 compute type on CPU ("float16" on CUDA)
     device: str = "auto"  # "cpu", "cuda" or "auto"
     cpu_threads: int = 0  # 0 = all cores
