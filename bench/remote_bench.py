@@ -50,7 +50,7 @@ def start_llama_server(gguf: str, threads: int = 1, n_ctx: int = 4096, timeout_s
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     threads = threads or os.cpu_count() or 1
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--logits_all", "true",
+    cmd = [sys.executable, "-m", "engine.llama_server", "--model", gguf, "--logits_all", "true",
            "--n_threads", str(threads), "--n_threads_batch", str(threads), "--n_ctx", str(n_ctx),
            "--host", "127.0.0.1", "--port", str(port), "--verbose", "false"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -26,6 +26,7 @@ Adapters:
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Iterator, Protocol, Sequence, runtime_checkable
 
@@ -99,6 +100,57 @@ def default_threads() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def cpu_has_amx(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
+    """Whether the CPU reports Intel AMX (the ``amx_tile`` flag of Sapphire Rapids and later); False where
+    ``cpuinfo`` cannot be read (not Linux)."""
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return False
+    return any(line.startswith("flags") and " amx_tile" in line for line in text.splitlines())
+
+
+_LOAD_LOCK = threading.Lock()
+
+
+def without_extra_bufts(default_params):
+    """``default_params`` (llama.cpp's ``llama_model_default_params``) with ``use_extra_bufts = False``."""
+
+    def params():
+        mp = default_params()
+        if hasattr(mp, "use_extra_bufts"):
+            mp.use_extra_bufts = False
+        return mp
+
+    return params
+
+
+def load_llama(llama_cpp, **kwargs):
+    """``llama_cpp.Llama(**kwargs)``, without llama.cpp's extra weight buffer types on a CPU with AMX.
+
+    llama.cpp built for the machine (``GGML_NATIVE``, as pip builds llama-cpp-python) repacks the weights into its
+    AMX buffer type on Sapphire Rapids-class CPUs, and the first decode there can crash the process with a
+    segmentation fault (ggml-org/llama.cpp#20824, seen with the Qwen2.5 Q4_K_M GGUFs used here). Loading with
+    ``use_extra_bufts = False`` keeps the weights in plain CPU buffers: the same logits, no repacking. Other CPUs
+    load as llama.cpp chooses.
+
+    Raises:
+        whatever ``llama_cpp.Llama`` raises (ValueError / RuntimeError / OSError for a file it cannot load).
+    """
+    if not cpu_has_amx():
+        return llama_cpp.Llama(**kwargs)
+    from llama_cpp import llama as llama_mod
+
+    low = llama_mod.llama_cpp
+    with _LOAD_LOCK:
+        default = low.llama_model_default_params
+        low.llama_model_default_params = without_extra_bufts(default)
+        try:
+            return llama_cpp.Llama(**kwargs)
+        finally:
+            low.llama_model_default_params = default
+
+
 class LlamaCppLM:
     """:class:`CausalLM` over llama-cpp-python.
 
@@ -125,8 +177,8 @@ class LlamaCppLM:
         self._llama_cpp = llama_cpp
         gpu = n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0
         try:
-            self.llm = llama_cpp.Llama(
-                model_path=str(model_path), n_ctx=n_ctx, n_threads=n_threads or default_threads(),
+            self.llm = load_llama(
+                llama_cpp, model_path=str(model_path), n_ctx=n_ctx, n_threads=n_threads or default_threads(),
                 n_gpu_layers=gpu, logits_all=True, verbose=False, seed=seed, n_batch=512,
             )
         except (ValueError, RuntimeError, OSError) as e:

@@ -145,3 +145,14 @@ def test_llama_cpp_eval_is_cancelled_within_the_pass_and_leaves_the_cache_as_it_
     lm.crop(len(head))
     ok = lm.eval_cancellable(long[:16], threading.Event())
     assert np.allclose(ok, b, atol=1e-3) and lm.n_past == len(head) + 16
+
+
+def test_amx_is_read_from_the_cpu_flags(tmp_path):
+    """engine.lm.cpu_has_amx reads the ``amx_tile`` flag (llama.cpp's AMX weight buffers are then not used)."""
+    from engine.lm import cpu_has_amx
+
+    amx, plain = tmp_path / "amx", tmp_path / "plain"
+    amx.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f amx_bf16 amx_tile amx_int8\n")
+    plain.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f\n")
+    assert cpu_has_amx(amx) and not cpu_has_amx(plain)
+    assert not cpu_has_amx(tmp_path / "missing")

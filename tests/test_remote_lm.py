@@ -44,7 +44,7 @@ class LlamaServer:
     def __init__(self, gguf, timeout_s: float = 180.0):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = ["nice", "-n", "19", sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
+        cmd = ["nice", "-n", "19", sys.executable, "-m", "engine.llama_server", "--model", str(gguf),
                "--logits_all", "true", "--n_threads", "1", "--n_threads_batch", "1", "--n_ctx", str(N_CTX),
                "--port", str(self.port), "--host", "127.0.0.1", "--verbose", "false"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
