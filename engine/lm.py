@@ -131,7 +131,7 @@ def load_llama(llama_cpp, **kwargs):
     llama.cpp built for the machine (``GGML_NATIVE``, as pip builds llama-cpp-python) repacks the weights into its
     AMX buffer type on Sapphire Rapids-class CPUs, and the first decode there can crash the process with a
     segmentation fault (ggml-org/llama.cpp#20824, seen with the Qwen2.5 Q4_K_M GGUFs used here). Loading with
-    ``use_extra_bufts = False`` keeps the weights in plain CPU buffers: the same logits, no repacking. Other CPUs
+    ``use_extra_bufts = False`` keeps the weights in plain CPU buffers (the same weights, not repacked). Other CPUs
     load as llama.cpp chooses.
 
     Raises:
