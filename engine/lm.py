@@ -25,8 +25,8 @@ Adapters:
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
 from pathlib import Path
 from typing import Iterator, Protocol, Sequence, runtime_checkable
 
@@ -110,45 +110,32 @@ def cpu_has_amx(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     return any(line.startswith("flags") and " amx_tile" in line for line in text.splitlines())
 
 
-_LOAD_LOCK = threading.Lock()
+@functools.cache
+def keep_llama_weights_out_of_amx() -> bool:
+    """On a CPU with AMX, make llama-cpp-python load every model of this process with ``use_extra_bufts = False``;
+    returns whether it did (once per process; later calls return the same).
 
+    llama.cpp built for the machine (``GGML_NATIVE``, as pip builds llama-cpp-python) repacks the weights into its
+    AMX buffer type on Sapphire Rapids-class CPUs, and the first decode there can crash the process with a
+    segmentation fault (ggml-org/llama.cpp#20824, seen with the Qwen2.5 Q4_K_M GGUFs used here). Without the extra
+    buffer types the weights stay in plain CPU buffers (the same weights, not repacked). Other CPUs load as
+    llama.cpp chooses. Called by :class:`LlamaCppLM` and :mod:`engine.llama_server`.
+    """
+    if not cpu_has_amx():
+        return False
+    from llama_cpp import llama as llama_mod
 
-def without_extra_bufts(default_params):
-    """``default_params`` (llama.cpp's ``llama_model_default_params``) with ``use_extra_bufts = False``."""
+    low = llama_mod.llama_cpp
+    default = low.llama_model_default_params
 
     def params():
-        mp = default_params()
+        mp = default()
         if hasattr(mp, "use_extra_bufts"):
             mp.use_extra_bufts = False
         return mp
 
-    return params
-
-
-def load_llama(llama_cpp, **kwargs):
-    """``llama_cpp.Llama(**kwargs)``, without llama.cpp's extra weight buffer types on a CPU with AMX.
-
-    llama.cpp built for the machine (``GGML_NATIVE``, as pip builds llama-cpp-python) repacks the weights into its
-    AMX buffer type on Sapphire Rapids-class CPUs, and the first decode there can crash the process with a
-    segmentation fault (ggml-org/llama.cpp#20824, seen with the Qwen2.5 Q4_K_M GGUFs used here). Loading with
-    ``use_extra_bufts = False`` keeps the weights in plain CPU buffers (the same weights, not repacked). Other CPUs
-    load as llama.cpp chooses.
-
-    Raises:
-        whatever ``llama_cpp.Llama`` raises (ValueError / RuntimeError / OSError for a file it cannot load).
-    """
-    if not cpu_has_amx():
-        return llama_cpp.Llama(**kwargs)
-    from llama_cpp import llama as llama_mod
-
-    low = llama_mod.llama_cpp
-    with _LOAD_LOCK:
-        default = low.llama_model_default_params
-        low.llama_model_default_params = without_extra_bufts(default)
-        try:
-            return llama_cpp.Llama(**kwargs)
-        finally:
-            low.llama_model_default_params = default
+    low.llama_model_default_params = params
+    return True
 
 
 class LlamaCppLM:
@@ -176,9 +163,10 @@ class LlamaCppLM:
             raise ModelLoadError("llama-cpp-python is not installed (pip install llama-cpp-python==0.3.36)") from None
         self._llama_cpp = llama_cpp
         gpu = n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0
+        keep_llama_weights_out_of_amx()
         try:
-            self.llm = load_llama(
-                llama_cpp, model_path=str(model_path), n_ctx=n_ctx, n_threads=n_threads or default_threads(),
+            self.llm = llama_cpp.Llama(
+                model_path=str(model_path), n_ctx=n_ctx, n_threads=n_threads or default_threads(),
                 n_gpu_layers=gpu, logits_all=True, verbose=False, seed=seed, n_batch=512,
             )
         except (ValueError, RuntimeError, OSError) as e:
