@@ -236,6 +236,7 @@ class OnlineASRProcessor:
         self._whole_update = -1  # len(self.updates) right after it
         self.whole_decodes = 0
         self.pieces = 0
+        self._word_cut: float | None = None  # the latest run_on_cut, when it is a word boundary of the latest decode
 
     def insert_audio_chunk(self, samples: np.ndarray) -> None:
         samples = np.asarray(samples, np.float32)
@@ -426,8 +427,10 @@ class OnlineASRProcessor:
             seg = self.audio[max(0, i - half): i + half]
             return float(np.mean(seg.astype(np.float64) ** 2)) if len(seg) else np.inf
 
+        self._word_cut = None
         if near or bounds:
-            return min(near or bounds, key=energy)
+            self._word_cut = min(near or bounds, key=energy)
+            return self._word_cut
         if off > self._t_start + 1e-6:  # trimmed at a segment end of a decode: a word boundary
             return off
         lo, hi = max(0.1, end - span_s - off), max(0.2, end - min_tail_s - off)
@@ -439,18 +442,35 @@ class OnlineASRProcessor:
         If the latest hypothesis already covers the audio up to ``speech_end`` (audio time, seconds; only silence
         came after it), that hypothesis is final and no decode is needed; otherwise the remaining buffer is decoded
         once more. ``cut``: speech goes on after ``speech_end`` (a run-on utterance ended at :meth:`run_on_cut`):
-        the audio up to it is always decoded again, as its latest decode heard the words after it."""
+        when the cut is a word boundary of the latest decode (which heard ≥ ``min_tail_s`` of audio after it), that
+        decode's words before the cut are final, with no decode (a decode that ends at the cut can miss the word
+        before it, and the next utterance starts after it); with decodes of the whole utterance
+        (``final_piece_s``) that decode runs past the cut and keeps the words before it. Otherwise the audio up to
+        the cut is decoded again."""
+        at_word = (cut and speech_end is not None and self._word_cut is not None
+                   and abs(speech_end - self._word_cut) < 1e-6 and self.final_full)
         if self._needs_whole and not self.mostly_doubtful:
             end = self.audio_end if speech_end is None else min(speech_end, self.audio_end)
+            if at_word:  # decoded past the cut too (the words before it are heard whole), kept up to it below
+                end = self.audio_end
             if self._whole is None or self._whole_update != len(self.updates) or abs(self._whole[0] - end) > 1e-3:
                 self._decode_whole(end)
             _, words, doubtful = self._whole
+            if at_word:
+                words = [w for w in words if _mid(w) < speech_end]
             if not doubtful:
                 self.committed = self.final_words + words
                 self.hyp.buffer = []
                 return words
         tail: list[Word] = []
-        if speech_end is not None and self.updates and self.decoded_until >= speech_end - 1e-3 and not cut:
+        if (at_word and self.updates and not self.updates[-1].stats.get("doubtful")
+                and self.decoded_until >= speech_end):
+            # a run-on utterance cut between two words of the latest decode (run_on_cut): that decode heard the
+            # audio after the cut, so its words before the cut are final; a decode that ends at the cut can miss
+            # its last word, which the next utterance (starting at the cut) would not hear either
+            self._last_full = [w for w in self._last_full if _mid(w) < speech_end]
+            self.final_decodes_skipped += 1
+        elif speech_end is not None and self.updates and self.decoded_until >= speech_end - 1e-3 and not cut:
             tail = self.hyp.complete()
             self.final_decodes_skipped += 1
         elif self.mostly_doubtful:  # its words would not be kept (below): no decode, the final comes at once
