@@ -142,7 +142,7 @@ JOBS: tuple[Job, ...] = (
                "--max-tokens", "96"), 1070,
         about="SSBD on real streaming-ASR partials (no references)"),
     # -- streaming ASR ---------------------------------------------------------------------------------------------
-    Job("asr-stream", "asr_stream.json", _bench("asr-stream"), 3900,
+    Job("asr-stream", "asr_stream.json", _bench("asr-stream"), 4500,
         about="every method (the default, beam-5 finals, whole-utterance finals over 20 s pieces, trimmed words "
               "from LocalAgreement-2's commits, SSD, lossless SSD, SpecASR, the padded 30 s window) in real time "
               "through the transcribe path, the whole corpus (329 s)"),

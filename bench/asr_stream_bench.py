@@ -102,11 +102,13 @@ METHODS: dict[str, dict] = {
     "ar_piece10": {"asr": {"method": "ar", "final_piece_s": 10.0}},
     # the words that leave a trimmed buffer keep LocalAgreement-2's committed text, not the latest decode's
     "ar_trim_committed": {"asr": {"method": "ar", "trim_latest": False}},
+    # a trimmed buffer starts at its cut, without the audio of the words before it
+    "ar_no_overlap": {"asr": {"method": "ar", "trim_overlap_s": 0.0}},
 }
-DEFAULT_METHODS = ["ar", "ar_final_beam5", "ar_piece20", "ar_trim_committed", "ssd", "ssd_lossless", "specasr",
-                   "ar_padded"]
+DEFAULT_METHODS = ["ar", "ar_final_beam5", "ar_piece20", "ar_trim_committed", "ar_no_overlap", "ssd",
+                   "ssd_lossless", "specasr", "ar_padded"]
 BASELINE = "ar_padded"
-AR_OF = {"ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar", "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
+AR_OF = {"ar_no_overlap": "ar", "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar", "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
 
 
 # --------------------------------------------------------------------------------------------------------- metrics

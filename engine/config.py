@@ -83,6 +83,10 @@ class AsrConfig:
     # with final_full: the words that leave a trimmed buffer keep the text of the latest decode of the buffer, which
     # heard the audio after them (False: the words LocalAgreement-2 committed; bench asr-stream: ar_trim_committed)
     trim_latest: bool = True
+    # after a trim the buffer keeps up to this much audio before the cut (from a word start), so the next decodes
+    # hear the words before their first new word (a buffer that starts at a sentence end misheard the first words
+    # after it); those words stay as they left (bench asr-stream: ar vs ar_no_overlap)
+    trim_overlap_s: float = 2.0
     # > 0 (at least 9 s), with final_full: a trimmed utterance's final text is one exactly verified decode of its
     # audio since its last piece, and speech longer than this is finished in pieces while spoken
     # (engine/streaming_asr.py). 0 (default) = the words that left the buffer + the latest decode of the buffer:
@@ -342,6 +346,9 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
                         "words whose audio leaves the buffer of a long utterance keep the text of the latest decode "
                         "of the buffer (it heard the words after them); off: the words LocalAgreement-2 committed "
                         "from shorter prefixes."),
+    "asr.trim_overlap_s": ("Trim overlap (s)", "A long utterance's buffer, trimmed at a sentence end, keeps up to "
+                           "this much audio before the cut: the decodes after it hear the words before their "
+                           "first new word (which are not emitted again). 0 = the buffer starts at the cut."),
     "asr.final_piece_s": ("Final decode piece (s)", "With the final text from the whole utterance: an utterance "
                           "longer than the buffer gets its final text from one decode of all of it (the streaming "
                           "text as a draft, verified exactly); speech longer than this is finished in pieces while "
@@ -482,7 +489,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 RANGES: dict[str, tuple[float, float]] = {
     "vad.threshold": (0.05, 0.95), "vad.min_silence_s": (0.1, 5.0), "vad.min_speech_s": (0.0, 2.0),
     "vad.speech_pad_s": (0.0, 1.0), "asr.pre_roll_s": (0.0, 2.0), "asr.context_gap_s": (0.0, 30.0),
-    "asr.min_chunk_s": (0.2, 5.0), "asr.buffer_trim_s": (3.0, 28.0), "asr.final_piece_s": (0.0, 27.0),
+    "asr.trim_overlap_s": (0.0, 5.0), "asr.min_chunk_s": (0.2, 5.0), "asr.buffer_trim_s": (3.0, 28.0), "asr.final_piece_s": (0.0, 27.0),
     "asr.tau_ctc": (0.0, 10.0),
     "asr.encoder_margin_s": (0.0, 10.0), "asr.encoder_min_s": (1.0, 30.0), "asr.guard_tokens_per_s": (0.5, 20.0),
     "asr.guard_tokens_base": (4, 200), "asr.guard_compression_ratio": (1.5, 10.0), "asr.guard_logprob": (-10.0, 0.0),

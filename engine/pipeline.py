@@ -236,8 +236,9 @@ class StreamingTranscriber:
                  emit: Callable[[object], None], min_chunk_s: float = 1.0, buffer_trim_s: float = 15.0,
                  max_utterance_s: float = 60.0, final_full: bool = True, max_backlog_s: float = 600.0,
                  lag_warn_s: float = 3.0, pre_roll_s: float = 0.3, context_gap_s: float = 0.0,
-                 final_piece_s: float = 0.0, trim_latest: bool = True):
+                 final_piece_s: float = 0.0, trim_latest: bool = True, trim_overlap_s: float = 0.0):
         self.source = source
+        self.trim_overlap_s = trim_overlap_s  # audio before a trim's cut kept in the buffer, seconds
         self.final_full = final_full
         self.trim_latest = trim_latest
         self.final_piece_s = final_piece_s
@@ -415,7 +416,7 @@ class StreamingTranscriber:
                                   t_offset=t_buf, context_words=ctx_words,
                                   committed_until=ctx_words[-1].end if ctx_words else None,
                                   final_full=self.final_full, final_piece_s=self.final_piece_s,
-                                  trim_latest=self.trim_latest)
+                                  trim_latest=self.trim_latest, trim_overlap_s=self.trim_overlap_s)
         t_start_utt, t_start = t_start, t_buf
         if carry is not None:
             proc.insert_audio_chunk(carry)

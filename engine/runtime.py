@@ -99,7 +99,8 @@ class Runtime:
         return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit,
                                     a.min_chunk_s, a.buffer_trim_s, final_full=a.final_full,
                                     pre_roll_s=a.pre_roll_s, context_gap_s=a.context_gap_s,
-                                    final_piece_s=a.final_piece_s, trim_latest=a.trim_latest)
+                                    final_piece_s=a.final_piece_s, trim_latest=a.trim_latest,
+                                    trim_overlap_s=a.trim_overlap_s)
 
     def window_policy(self):
         """The encoder window of ``asr.encoder_window`` / ``encoder_margin_s`` / ``encoder_min_s``."""

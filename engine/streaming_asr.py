@@ -196,7 +196,8 @@ class OnlineASRProcessor:
 
     def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
                  context_words: Sequence[Word] = (), committed_until: float | None = None,
-                 final_full: bool = True, final_piece_s: float = 0.0, trim_latest: bool = True):
+                 final_full: bool = True, final_piece_s: float = 0.0, trim_latest: bool = True,
+                 trim_overlap_s: float = 0.0):
         """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
         buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
         never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
@@ -204,7 +205,11 @@ class OnlineASRProcessor:
         shorter prefixes; False = whisper_streaming's rule (committed words + the last hypothesis's tail).
         ``trim_latest`` (with ``final_full``): the words whose audio leaves the buffer at a trim keep the text of
         the latest decode of the buffer (the one whose segment end is the cut, which heard the most audio), not
-        the words LocalAgreement-2 committed from shorter prefixes; False: the committed words."""
+        the words LocalAgreement-2 committed from shorter prefixes; False: the committed words.
+        ``trim_overlap_s``: after a trim the buffer keeps up to this much audio before the cut (from a word start):
+        the next decodes hear the words before their first new word (as an offline decode does inside its window),
+        and those words stay final as they left (they are dropped from the new decodes by time and n-gram, as
+        words of an earlier utterance are)."""
         self.backend = backend
         self.final_full = final_full
         self.trim_latest = trim_latest
@@ -216,6 +221,8 @@ class OnlineASRProcessor:
         self.context = context
         self.audio = np.zeros(0, np.float32)
         self.buffer_time_offset = t_offset  # audio time of audio[0], seconds
+        self.left_until = t_offset  # the words whose middle is before this audio time have left the buffer (final)
+        self.trim_overlap_s = max(0.0, float(trim_overlap_s))
         self._t_start = t_offset
         self.hyp = HypothesisBuffer()
         self.hyp.last_committed_time = t_offset if committed_until is None else committed_until
@@ -249,20 +256,21 @@ class OnlineASRProcessor:
         return self.buffer_time_offset + len(self.audio) / SAMPLE_RATE
 
     def prompt(self) -> str:
-        # the words before the buffer, after earlier utterances; last 200 characters
-        return (self.context + join_words(self._before_buffer()))[-200:]
+        # the words before the buffer's audio, after earlier utterances; last 200 characters
+        return (self.context + join_words(self._before_buffer(self.buffer_time_offset)))[-200:]
 
-    def _before_buffer(self) -> list[Word]:
-        """The words whose audio is before the buffer: the final words of finished pieces, then the words whose
-        audio left the buffer at a later trim (:meth:`_trim_at`): those whose middle lies before its start."""
-        return self.final_words + [w for w in self.left_words
-                                   if self.whole_offset <= _mid(w) < self.buffer_time_offset]
+    def _before_buffer(self, until: float | None = None) -> list[Word]:
+        """The words that left the buffer: the final words of finished pieces, then the words whose audio left
+        the buffer at a later trim (:meth:`_trim_at`): those whose middle lies before ``left_until`` (or ``until``,
+        audio time: the buffer's start for the prompt, as a trim's overlap stays in the buffer)."""
+        until = self.left_until if until is None else until
+        return self.final_words + [w for w in self.left_words if self.whole_offset <= _mid(w) < until]
 
     @property
     def _needs_whole(self) -> bool:
         """The buffer no longer starts where the unfinished part of the utterance does (it was trimmed): its
         decodes do not see the whole utterance, so the final text needs a decode of ``whole``."""
-        return self._whole_on and self.buffer_time_offset > self.whole_offset + 1e-6
+        return self._whole_on and self.left_until > self.whole_offset + 1e-6
 
     def process_iter(self, until: float | None = None) -> tuple[list[Word], list[Word]]:
         """Re-decode the buffer (up to the audio time ``until``, seconds, if given: e.g. the end of speech at a
@@ -312,7 +320,7 @@ class OnlineASRProcessor:
         the latest decode of the buffer (committed + tentative words if it was doubtful)."""
         full = self._full_final() if self.updates and not self.updates[-1].stats.get("doubtful") else None
         if full is None:
-            full = [w for w in self.committed if _mid(w) >= self.buffer_time_offset] + self.hyp.complete()
+            full = [w for w in self.committed if _mid(w) >= self.left_until] + self.hyp.complete()
         return self._before_buffer()[len(self.final_words):] + full
 
     def _decode_whole_audio(self, audio: np.ndarray) -> tuple[list[Word], bool]:
@@ -349,7 +357,7 @@ class OnlineASRProcessor:
         cands = [i for i, w in enumerate(words)
                  if w.end <= end - self.PIECE_TAIL_S and w.end >= self.whole_offset + self.PIECE_MIN_S]
         if doubtful or not cands:
-            cut = self.buffer_time_offset
+            cut = self.left_until
             if cut <= self.whole_offset + 1e-6:
                 return
             self.final_words = self._before_buffer()
@@ -363,7 +371,7 @@ class OnlineASRProcessor:
         self.whole_offset = cut
         self._whole = None
         self.pieces += 1
-        if self.buffer_time_offset < cut:  # the partials' buffer starts at the piece's cut too
+        if self.left_until < cut:  # the partials' buffer starts at the piece's cut too
             self._chunk_at(cut)
             self.hyp.last_committed_time = max(self.hyp.last_committed_time, cut)
 
@@ -376,7 +384,7 @@ class OnlineASRProcessor:
         while len(ends) > 2 and e > t:
             ends.pop()
             e = ends[-2] + self.buffer_time_offset
-        if e <= t:
+        if self.left_until + 0.1 < e <= t:  # never at or before the last cut (a segment end in a trim's overlap)
             self._trim_at(e, doubtful)
 
     def _trim_at(self, t: float, doubtful: bool) -> None:
@@ -391,18 +399,24 @@ class OnlineASRProcessor:
         if latest:
             left = [w for w in latest if _mid(w) < t]
             # the shown committed text takes them now: corrected while the utterance is short
-            self.committed = ([w for w in self.committed if _mid(w) < self.buffer_time_offset] + left
+            self.committed = ([w for w in self.committed if _mid(w) < self.left_until] + left
                               + [w for w in self.committed if _mid(w) >= t])
         else:
-            left = [w for w in self.committed if self.buffer_time_offset <= _mid(w) < t]
+            left = [w for w in self.committed if self.left_until <= _mid(w) < t]
         self.left_words += left
-        self._chunk_at(t)
+        # the overlap starts at a word start (the earliest within trim_overlap_s of the cut), never mid-word
+        starts = [w.start for w in self.left_words if t - self.trim_overlap_s <= w.start < t]
+        self._chunk_at(t, start=min(starts) if self.trim_overlap_s > 0 and starts else t)
 
-    def _chunk_at(self, t: float) -> None:
-        self.hyp.pop_committed(t)
-        cut = int(round((t - self.buffer_time_offset) * SAMPLE_RATE))
+    def _chunk_at(self, t: float, start: float | None = None) -> None:
+        """The words before ``t`` (audio time, seconds) have left; the buffer keeps the audio from ``start``
+        (≤ ``t``, default ``t``: a trim's overlap) on."""
+        start = t if start is None else min(max(start, self.buffer_time_offset), t)
+        self.hyp.pop_committed(start)  # the committed words in the overlap stay for the n-gram rule
+        cut = int(round((start - self.buffer_time_offset) * SAMPLE_RATE))
         self.audio = self.audio[cut:]
-        self.buffer_time_offset = t
+        self.buffer_time_offset = start
+        self.left_until = max(self.left_until, t)
 
     def run_on_cut(self, min_tail_s: float = 1.0, span_s: float = 8.0, frame_s: float = 0.1) -> float:
         """Where to end a run-on utterance (speech without a pause, cut so the answer/caption paths are not starved):
@@ -418,7 +432,7 @@ class OnlineASRProcessor:
         off = self.buffer_time_offset
         words = self._last_full
         bounds = [min(a.end, b.start) if b.start > a.start else a.end for a, b in zip(words, words[1:])]
-        bounds = [t for t in bounds if off + 0.1 <= t <= end - 0.2]
+        bounds = [t for t in bounds if max(off, self.left_until) + 0.1 <= t <= end - 0.2]
         near = [t for t in bounds if end - span_s <= t <= end - min_tail_s]
         half = int(frame_s * SAMPLE_RATE / 2)
 
@@ -431,8 +445,8 @@ class OnlineASRProcessor:
         if near or bounds:
             self._word_cut = min(near or bounds, key=energy)
             return self._word_cut
-        if off > self._t_start + 1e-6:  # trimmed at a segment end of a decode: a word boundary
-            return off
+        if self.left_until > self._t_start + 1e-6:  # trimmed at a segment end of a decode: a word boundary
+            return self.left_until
         lo, hi = max(0.1, end - span_s - off), max(0.2, end - min_tail_s - off)
         return off + split_point(self.audio, hi, min(lo, hi - 0.1), frame_s) / SAMPLE_RATE
 
@@ -539,7 +553,7 @@ class OnlineASRProcessor:
         if not self._last_full:
             return None
         h = HypothesisBuffer()
-        h.last_committed_time = max(self.context_end, self.buffer_time_offset)
+        h.last_committed_time = max(self.context_end, self.buffer_time_offset, self.left_until)
         h.committed_in_buffer = (self.context_words + self._before_buffer())[-5:]
         h.insert(self._last_full, 0.0)
         return list(h.new)

@@ -331,6 +331,7 @@ class OracleBackend:
 
     def __init__(self, right_context_s: float = 0.0):
         self.decodes = 0
+        self.starts: list[float] = []  # audio time where each decode's audio starts
         self.right_context_s = right_context_s  # > 0: a word is heard only with this much audio after it
 
     def words_between(self, t0: float, t1: float):
@@ -347,6 +348,7 @@ class OracleBackend:
 
         self.decodes += 1
         t0 = float(audio[0]) * 100.0
+        self.starts.append(t0)
         t1 = t0 + len(audio) / 16000
         words = [Word(a - t0, b - t0, f" w{k}" + ("." if k % 6 == 5 else ""))
                  for k, a, b in self.words_between(t0, t1)]
@@ -354,14 +356,18 @@ class OracleBackend:
                              {})
 
 
-@pytest.mark.parametrize("final_piece_s,right_context_s", [(0.0, 0.0), (8.0, 0.0), (0.0, 0.02), (8.0, 0.02)])
-def test_a_run_on_utterance_is_cut_between_words_and_loses_none(final_piece_s, right_context_s):
+@pytest.mark.parametrize("final_piece_s,right_context_s,trim_overlap_s",
+                         [(0.0, 0.0, 0.0), (8.0, 0.0, 0.0), (0.0, 0.02, 0.0), (8.0, 0.02, 0.0), (0.0, 0.02, 1.0),
+                          (8.0, 0.02, 1.0)])
+def test_a_run_on_utterance_is_cut_between_words_and_loses_none(final_piece_s, right_context_s, trim_overlap_s):
     """Speech without a pause is closed every ``max_utterance_s`` (so answers and captions are not starved): the cut
     falls between two words of the latest decode and the audio after it starts the next utterance, so every word
     is in exactly one final transcript (cutting at the audio's end split a word, which no decode then heard). With
     ``final_piece_s`` the long utterance is also finished in pieces while it is spoken. ``right_context_s``: the
     decoder misses a word that the audio ends right after (as Whisper can drop the last word of a window cut at
-    it): the words before the cut come from a decode that heard past it, not from a decode that ends at it."""
+    it): the words before the cut come from a decode that heard past it, not from a decode that ends at it.
+    ``trim_overlap_s``: each trimmed buffer keeps the audio of the words before its cut, which the decodes after
+    it hear again: they are not emitted twice."""
     import time
 
     import numpy as np
@@ -380,12 +386,15 @@ def test_a_run_on_utterance_is_cut_between_words_and_loses_none(final_piece_s, r
     events = []
     be = OracleBackend(right_context_s)
     st = StreamingTranscriber(Paced(audio, realtime=False, trailing_silence_s=0.0), be, None, events.append,
-                              min_chunk_s=1.0, buffer_trim_s=4.0, max_utterance_s=12.0, final_piece_s=final_piece_s)
+                              min_chunk_s=1.0, buffer_trim_s=4.0, max_utterance_s=12.0, final_piece_s=final_piece_s,
+                              trim_overlap_s=trim_overlap_s)
     st.run()
     finals = [e for e in events if isinstance(e, FinalTranscript)]
     assert len(finals) >= 2  # the run-on limit closed it at least once
     words = " ".join(f.text for f in finals).replace(".", "").split()
     assert words == [f"w{k}" for k in range(60)]
+    # a trim's overlap starts the buffer at a word start (it hears the words before the cut); else at a word end
+    assert any(abs(t % 0.5 - 0.05) < 0.01 for t in be.starts) == (trim_overlap_s > 0)
     for f in finals[:-1]:  # each cut is at a word end: no later utterance starts inside a word
         assert f.t_end == pytest.approx(0.5 * int(f.t_end // 0.5) + 0.45, abs=0.02) or f.t_end % 0.5 < 0.06
 
