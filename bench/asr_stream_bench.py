@@ -260,6 +260,17 @@ class RecordingBackend:
         return getattr(self.inner, k)
 
 
+def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The CPU's model name (``model name`` in /proc/cpuinfo; the timings depend on it), "" where unknown."""
+    try:
+        for line in Path(cpuinfo).read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def method_config(base, name: str):
     from engine.config import validate
 
@@ -624,7 +635,7 @@ def build_report(a, methods, cfgs, base, per_file, W, rt0, load_s, t_run, comple
             "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - (time.monotonic() - t_run))),
             "complete": complete, "realtime": not a.fast, "methods": methods,
             "method_overrides": {m: METHODS[m] for m in methods}, "headline_wer": a.offline_ref,
-            "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+            "machine": {"cpu_count": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
                         "processor": platform.processor() or platform.machine(), "python": platform.python_version()},
             "versions": {"torch": torch.__version__, "ctranslate2": ctranslate2.__version__,
                          "faster_whisper": faster_whisper.__version__},

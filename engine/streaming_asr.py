@@ -3,8 +3,11 @@
 Policy as in whisper_streaming (Macháček et al., 2023, ``whisper_online.py``): every update re-transcribes the
 whole uncommitted audio buffer (prompted with the committed text); the longest common prefix of the last two
 hypotheses is committed (LocalAgreement-2, :class:`HypothesisBuffer`); the buffer is trimmed at a completed
-segment end once it grows past ``buffer_trim_s``. Updates are computation-aware: the processor decodes whatever
-audio has arrived when it is free, at least ``min_chunk_s`` of new audio per update.
+segment end once it grows past ``buffer_trim_s``, keeping up to ``trim_overlap_s`` of audio before the cut (from a
+word start) so the decodes after it hear the words before their first new word, as a decode inside an offline
+window does; those words are not emitted again (time and n-gram rules of :meth:`HypothesisBuffer.insert`). Updates
+are computation-aware: the processor decodes whatever audio has arrived when it is free, at least ``min_chunk_s`` of
+new audio per update.
 
 The final text of an utterance is the latest decode of the whole buffer after the words that left it at a trim
 (``final_full``), not the words LocalAgreement-2 committed from shorter prefixes; the words that leave the buffer at a

@@ -63,3 +63,13 @@ def test_fast_run_on_jfk(tmp_path, jfk_path):
     m = f["methods"]["ar"]
     assert m["words_emitted"] >= 15 and m["updates"] >= 1 and m["backend_totals"]["decodes"] >= 1
     assert all(u["final_latency_s"] is None or u["final_latency_s"] >= 0 for u in m["utterance_detail"])
+
+
+def test_the_cpu_model_is_read_for_the_results(tmp_path):
+    """The benchmark's JSON names the CPU its timings come from (``model name`` in /proc/cpuinfo)."""
+    from bench.asr_stream_bench import cpu_model
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t: fpu\n")
+    assert cpu_model(info) == "Intel(R) Xeon(R) Processor"
+    assert cpu_model(tmp_path / "missing") == ""
