@@ -144,8 +144,8 @@ JOBS: tuple[Job, ...] = (
     # -- streaming ASR ---------------------------------------------------------------------------------------------
     Job("asr-stream", "asr_stream.json", _bench("asr-stream"), 4500,
         about="every method (the default, beam-5 finals, whole-utterance finals over 20 s pieces, trimmed words "
-              "from LocalAgreement-2's commits, SSD, lossless SSD, SpecASR, the padded 30 s window) in real time "
-              "through the transcribe path, the whole corpus (329 s)"),
+              "from LocalAgreement-2's commits, no audio kept before a trim's cut, SSD, lossless SSD, SpecASR, the "
+              "padded 30 s window) in real time through the transcribe path, the whole corpus (329 s)"),
     # -- ASR decoding ----------------------------------------------------------------------------------------------
     Job("asr", "asr.json", _bench("asr", "--methods", ASR_METHODS), 1320,
         about="every decoding method on the same encoder output, 41 held-out inputs"),

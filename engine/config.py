@@ -489,7 +489,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
 RANGES: dict[str, tuple[float, float]] = {
     "vad.threshold": (0.05, 0.95), "vad.min_silence_s": (0.1, 5.0), "vad.min_speech_s": (0.0, 2.0),
     "vad.speech_pad_s": (0.0, 1.0), "asr.pre_roll_s": (0.0, 2.0), "asr.context_gap_s": (0.0, 30.0),
-    "asr.trim_overlap_s": (0.0, 5.0), "asr.min_chunk_s": (0.2, 5.0), "asr.buffer_trim_s": (3.0, 28.0), "asr.final_piece_s": (0.0, 27.0),
+    "asr.min_chunk_s": (0.2, 5.0), "asr.buffer_trim_s": (3.0, 28.0), "asr.final_piece_s": (0.0, 27.0),
+    "asr.trim_overlap_s": (0.0, 5.0),
     "asr.tau_ctc": (0.0, 10.0),
     "asr.encoder_margin_s": (0.0, 10.0), "asr.encoder_min_s": (1.0, 30.0), "asr.guard_tokens_per_s": (0.5, 20.0),
     "asr.guard_tokens_base": (4, 200), "asr.guard_compression_ratio": (1.5, 10.0), "asr.guard_logprob": (-10.0, 0.0),
