@@ -146,6 +146,9 @@ JOBS: tuple[Job, ...] = (
         about="every method (the default, beam-5 finals, whole-utterance finals over 20 s pieces, trimmed words "
               "from LocalAgreement-2's commits, no audio kept before a trim's cut, SSD, lossless SSD, SpecASR, the "
               "padded 30 s window) in real time through the transcribe path, the whole corpus (329 s)"),
+    Job("asr-stream-repeat", "asr_stream_repeat.json", _bench("asr-stream", "--methods", "ar,ar_no_overlap"), 900,
+        about="the default and the no-overlap row again, a separate run: how far a second real-time run of the "
+              "same configuration moves WER and latency"),
     # -- ASR decoding ----------------------------------------------------------------------------------------------
     Job("asr", "asr.json", _bench("asr", "--methods", ASR_METHODS), 1320,
         about="every decoding method on the same encoder output, 41 held-out inputs"),
