@@ -149,6 +149,11 @@ JOBS: tuple[Job, ...] = (
     Job("asr-stream-repeat", "asr_stream_repeat.json", _bench("asr-stream", "--methods", "ar,ar_no_overlap"), 900,
         about="the default and the no-overlap row again, a separate run: how far a second real-time run of the "
               "same configuration moves WER and latency"),
+    Job("asr-stream-heldout", "asr_stream_heldout.json",
+        _bench("asr-stream", "bench/data/stream_speech_heldout", "bench/data/stream_speech_heldout/nonspeech",
+               "--methods", "ar,ar_final_beam5,ar_padded"), 1300,
+        about="the default, beam-5 finals and the padded 30 s window on a second corpus that no setting was chosen "
+              "on (python -m bench.make_speech --seed 20261126: other voices, rates, pauses and noise)"),
     # -- ASR decoding ----------------------------------------------------------------------------------------------
     Job("asr", "asr.json", _bench("asr", "--methods", ASR_METHODS), 1320,
         about="every decoding method on the same encoder output, 41 held-out inputs"),
