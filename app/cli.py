@@ -26,7 +26,8 @@ import numpy as np
 EXIT_USAGE = 2
 LIVE_COMMANDS = ("transcribe", "assist", "caption")
 BENCHES = {  # name → module with main(argv)
-    "asr": "bench.asr_bench", "asr-stream": "bench.asr_stream_bench", "tts": "bench.tts_bench",
+    "asr": "bench.asr_bench", "asr-stream": "bench.asr_stream_bench", "asr-offline": "bench.asr_offline_bench",
+    "tts": "bench.tts_bench",
     "predgen": "bench.predgen_bench", "ssbd": "bench.ssbd_bench", "partial-streams": "bench.make_partial_streams",
     "voice": "bench.voice_bench", "soak": "bench.soak_bench", "caption": "bench.caption_bench",
     "duplex": "bench.duplex_bench", "all": "bench.all",
