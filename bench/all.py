@@ -154,7 +154,7 @@ JOBS: tuple[Job, ...] = (
                "--methods", "ar,ar_final_beam5,ar_padded"), 1300,
         about="the default, beam-5 finals and the padded 30 s window on a second corpus that no setting was chosen "
               "on (python -m bench.make_speech --seed 20261126: other voices, rates, pauses and noise)"),
-    Job("asr-offline", "asr_offline_shift.json", _bench("asr-offline"), 900,
+    Job("asr-offline", "asr_offline_shift.json", _bench("asr-offline"), 1020,
         about="the noise floor of the streaming WER target: offline greedy and beam 5 on both corpora, again after "
               "0.05-0.5 s of silence put before each file, scored against the unshifted beam-5 transcript"),
     # -- ASR decoding ----------------------------------------------------------------------------------------------
