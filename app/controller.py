@@ -148,8 +148,9 @@ class EngineController(QObject):
                 self.models_ready.emit(dict(self.rt.load_times.seconds))
                 self.status.emit("ready")
             except Exception as e:
-                self.load_failed.emit(f"{type(e).__name__}: {e}")
+                # the status first: an open window shows it before the error box (queued in this order)
                 self.status.emit(f"model loading failed: {e}")
+                self.load_failed.emit(f"{type(e).__name__}: {e}")
 
         t = threading.Thread(target=work, name="model-load", daemon=True)
         t.start()
