@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench.asr_stream_bench import JFK, WER, _rel, cpu_model, default_files, reference_for
+from bench.asr_stream_bench import JFK, WER, _rel, default_files, machine, reference_for
 from bench.inputs import audio_files
 from bench.stats import rnd as _r
 
@@ -126,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     import ctranslate2
     import faster_whisper
 
+    from audio.io import AudioError
     from engine.config import ConfigError, load_config
     from engine.runtime import Runtime
     from engine.streaming_asr import FasterWhisperBackend
@@ -135,9 +134,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         cfg = load_config(None, sets=a.set)
+    except ConfigError as e:
+        print(f"asr-offline: {e}", file=sys.stderr)
+        return 2
+    try:
         files = audio_files(a.files, "asr-offline") if a.files else default_inputs()
-    except (ConfigError, SystemExit) as e:
-        print(f"asr-offline: {e}" if isinstance(e, ConfigError) else e, file=sys.stderr)
+    except SystemExit as e:  # its message names the missing input
+        print(e, file=sys.stderr)
         return 2
     refs_in = json.loads(Path(a.refs).read_text()) if a.refs else {}
     log = (lambda *x: None) if a.quiet else (lambda *x: print(*x, file=sys.stderr, flush=True))
@@ -146,13 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     fw = FasterWhisperBackend(rt.model(cfg.asr.model_role).path, device=cfg.asr.device,
                               compute_type=cfg.asr.compute_type, cpu_threads=cfg.asr.cpu_threads,
                               language=cfg.asr.language)
-    rows, corpora = run(files, list(a.shifts), fw, refs_in, log)
+    try:
+        rows, corpora = run(files, list(a.shifts), fw, refs_in, log)
+    except AudioError as e:  # a file that cannot be decoded: nothing is written
+        print(f"asr-offline: {e}", file=sys.stderr)
+        return 2
     out = {
         "config": {"shifts_s": list(a.shifts), "decoders": {k: f"faster-whisper beam_size={v}" for k, v in
                                                              DECODERS.items()},
                    "model_role": cfg.asr.model_role, "compute_type": cfg.asr.compute_type,
-                   "machine": {"cpu_count": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
-                               "python": platform.python_version()},
+                   "machine": machine(),
                    "versions": {"ctranslate2": ctranslate2.__version__, "faster_whisper": faster_whisper.__version__},
                    "wall_s": _r(time.monotonic() - t_run, 1)},
         "per_corpus": corpora,
@@ -163,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'corpus':34s} {'decoder':7s} {'vs b5':>6s} " + " ".join(f"{'+' + str(s) + ' s':>7s}" for s in a.shifts)
           + f" {'vs text':>7s}")
     for c, s in corpora.items():
-        for dec in DECODERS:
+        for dec in (d for d in DECODERS if d in s):  # a corpus of non-speech files has no WER
             d = s[dec]
             print(f"{c:34s} {dec:7s} {d['wer_vs_beam5']:6.4f} "
                   + " ".join(f"{d['shifted'][str(x)]['wer_vs_beam5']:7.4f}" for x in a.shifts)

@@ -271,6 +271,12 @@ def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     return ""
 
 
+def machine() -> dict:
+    """The machine a benchmark ran on, for its JSON: CPU count and model, platform, processor, Python version."""
+    return {"cpu_count": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(), "python": platform.python_version()}
+
+
 def method_config(base, name: str):
     from engine.config import validate
 
@@ -635,8 +641,7 @@ def build_report(a, methods, cfgs, base, per_file, W, rt0, load_s, t_run, comple
             "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - (time.monotonic() - t_run))),
             "complete": complete, "realtime": not a.fast, "methods": methods,
             "method_overrides": {m: METHODS[m] for m in methods}, "headline_wer": a.offline_ref,
-            "machine": {"cpu_count": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
-                        "processor": platform.processor() or platform.machine(), "python": platform.python_version()},
+            "machine": machine(),
             "versions": {"torch": torch.__version__, "ctranslate2": ctranslate2.__version__,
                          "faster_whisper": faster_whisper.__version__},
             "settings": {m: {"asr": dataclasses.asdict(cfgs[m].asr)} for m in methods},
