@@ -82,7 +82,7 @@ class CaptionWindow(QWidget):
             self._set("translation", self.translation, *last["translation"])
 
     def show_caption(self, cap) -> None:
-        """Render an :class:`engine.events.Caption`."""
+        """Render an :class:`engine.core.events.Caption`."""
         self._set("source", self.source, cap.source_stable or ("" if not cap.final else cap.source),
                   cap.source_tail if not cap.final else "")
         self._set("translation", self.translation, cap.translation_stable, "" if cap.final else cap.translation_tail)

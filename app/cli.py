@@ -197,7 +197,7 @@ def _run_transcriber(args, cfg, rt, live: Live, on_event, printer, abort: thread
         KeyboardInterrupt: after the stream is stopped and what it finalised is journaled.
         Exception: what the ASR thread or ``on_event`` raised (the stream is stopped first).
     """
-    from engine.events import Error, FinalTranscript, PartialTranscript, SpeechEnded
+    from engine.core.events import Error, FinalTranscript, PartialTranscript, SpeechEnded
     from engine.pipeline import Backlog, EventQueue
 
     events = EventQueue(maxsize=256)  # stale partials may be dropped; finals never
@@ -307,9 +307,9 @@ def cmd_transcribe(args, cfg, rt, printer, live: Live) -> dict:
 def cmd_assist(args, cfg, rt, printer, live: Live) -> dict:
     from audio.io import write_wav
     from audio.playback import NullPlayer, open_player
-    from engine.assistant import Conversation
-    from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript,
-                               PartialTranscript, SpeechStarted)
+    from engine.answer.assistant import Conversation
+    from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript, PartialTranscript,
+        SpeechStarted)
     from engine.pipeline import EventQueue
     from engine.runtime import build_assistant
 
@@ -437,14 +437,15 @@ def cmd_assist(args, cfg, rt, printer, live: Live) -> dict:
 
 
 def cmd_caption(args, cfg, rt, printer, live: Live) -> dict:
-    """Live captions through :class:`engine.caption.CaptionLoop` (every final transcript in order, then the newest
+    """Live captions through :class:`engine.translate.caption_loop.CaptionLoop` (every final transcript in order, then the newest
     partial), the translator built by :func:`engine.runtime.build_translator` — the GUI and the caption benchmark
     run the same two.
 
     Raises:
         WorkerError: the translator failed (the stream is stopped; the error is journaled and printed first).
     """
-    from engine.caption import CaptionLoop, language_name
+    from engine.translate.caption_loop import CaptionLoop
+    from engine.translate.languages import language_name
     from engine.runtime import build_translator
 
     args.to = args.to or cfg.caption.target_language
@@ -567,8 +568,8 @@ def main(argv: list[str] | None = None) -> int:
     failure), 2 (a problem the user can fix: input, model, configuration, device) or 130 (interrupted)."""
     from audio.io import AudioError
     from engine.config import ConfigError
-    from engine.lm import ModelLoadError
-    from engine.remote_lm import RemoteLMError
+    from engine.llm.protocol import ModelLoadError
+    from engine.llm.remote.adapter import RemoteLMError
     from engine.models import ModelError
 
     args = _parser().parse_args(argv)
@@ -586,14 +587,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "bench":
         import importlib
 
+        module = BENCHES[args.which]
+        rest = list(args.rest)
+        if args.which == "predgen" and ("--backend=remote" in rest or any(
+                a == "--backend" and b == "remote" for a, b in zip(rest, rest[1:]))):
+            module = "bench.remote_bench"  # the same streams over an LLM server vs in-process
         try:
-            bench = importlib.import_module(BENCHES[args.which])
+            bench = importlib.import_module(module)
         except ModuleNotFoundError as e:
-            if e.name != BENCHES[args.which]:
+            if e.name != module:
                 raise
             print(f"specvoice: error: benchmark {args.which!r} is not part of this installation", file=sys.stderr)
             return EXIT_USAGE
-        return bench.main(args.rest)
+        return bench.main(rest)
     if args.cmd == "export":
         return cmd_export(args)
     printer = Printer(args.quiet)

@@ -26,8 +26,8 @@ from PySide6.QtCore import QObject, Signal
 
 from audio.sources import AudioSource, FileSource, MicSource, input_devices
 from engine.config import Config
-from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript,
-                           PartialTranscript, SpeechEnded, SpeechStarted, TurnDecision)
+from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript, PartialTranscript, SpeechEnded,
+    SpeechStarted, TurnDecision)
 from engine.pipeline import Backlog
 from engine.runtime import Runtime
 
@@ -110,7 +110,7 @@ class EngineController(QObject):
     answer_sentence = Signal(int, int, str)
     answer_audio = Signal(int, object, int)  # utterance, float32 samples, sample rate
     answer_done = Signal(int, str, bool)  # utterance, text, interrupted
-    caption = Signal(object)  # engine.events.Caption
+    caption = Signal(object)  # engine.core.events.Caption
     metrics = Signal(dict)
     error = Signal(str)
     session_ended = Signal()
@@ -272,8 +272,8 @@ class EngineController(QObject):
             self.session_ended.emit()
 
     def _session_body(self, opts: SessionOptions, stop: threading.Event) -> None:
-        from engine.assistant import Conversation
-        from engine.caption import CaptionLoop
+        from engine.answer.assistant import Conversation
+        from engine.translate.caption_loop import CaptionLoop
         from engine.runtime import build_assistant, build_translator
 
         cfg = self.cfg
@@ -345,7 +345,7 @@ class EngineController(QObject):
             if self._transcriber is not None:
                 self._transcriber.stop()
 
-        # the same job policy as `specvoice caption` and its benchmark (engine.caption.CaptionLoop)
+        # the same job policy as `specvoice caption` and its benchmark (engine.translate.caption_loop.CaptionLoop)
         cap_loop = (CaptionLoop(translator, on_caption, on_error=on_caption_error, source=cfg.caption.source)
                     if translator is not None else None)
 

@@ -89,8 +89,8 @@ def streaming(a) -> int:
     from audio.io import load_audio
     from engine.config import load_config
     from engine.runtime import Runtime
-    from engine.ssd_asr import SSDCT2Backend
-    from engine.streaming_asr import FasterWhisperBackend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.streaming import FasterWhisperBackend
 
     rt = Runtime(load_config(), progress=True)
     ws = rt.whisper_ssd()
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     from audio.io import load_audio
     from engine.config import load_config
     from engine.runtime import Runtime
-    from engine.ssd_asr import SSDDecoder
+    from engine.asr.ctc_self_speculative import SSDDecoder
 
     items = inputs_from(a.files, a.refs) if a.files else default_inputs()
     if a.limit:
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
     spec = None
     spec_methods = [m for m in methods if m not in SSD_METHODS and m not in ("ar", "ar_ct2")]
     if spec_methods:
-        from engine.specasr import SpecASR, SPEC_METHODS
+        from engine.asr.draft_model_speculative import SpecASR, SPEC_METHODS
 
         unknown = [m for m in spec_methods if m not in SPEC_METHODS]
         if unknown:

@@ -63,8 +63,8 @@ import numpy as np
 
 from bench.inputs import audio_files
 from bench.stats import percentiles, rnd as _r
-from engine.ssbd import erasure  # SSBD Eq. 3: |prev| − |LCP(prev, cur)|
-from engine.whisper_window import compression_ratio
+from engine.translate.stream_metrics import erasure  # SSBD Eq. 3: |prev| − |LCP(prev, cur)|
+from engine.asr.window import compression_ratio
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -120,7 +120,7 @@ def loop_words(text: str) -> list[str]:
 def repeated_ngram(words: list[str], max_n: int = 6, min_repeats: int = 3,
                    min_span: int = 6) -> tuple[int, int] | None:
     """(n, start) of the first word n-gram (1 ≤ n ≤ ``max_n``) repeated ≥ ``min_repeats`` times in a row over at
-    least ``min_span`` words, or None — the decode guard's rule (``engine.whisper_window.loop_start`` on words):
+    least ``min_span`` words, or None — the decode guard's rule (``engine.asr.window.loop_start`` on words):
     "no, no, no" or "the N, N, N2" is speech, "yeah yeah yeah yeah yeah yeah" is a loop."""
     for n in range(1, max_n + 1):
         for i in range(len(words) - n * min_repeats + 1):
@@ -329,7 +329,7 @@ def split_times(tot: dict) -> dict:
 def run_stream(rt, cfg, backend, path: Path, realtime: bool) -> dict:
     """Play ``path`` through the live transcriber with ``backend``; returns the raw per-run results."""
     from audio.sources import FileSource
-    from engine.events import Error, FinalTranscript, PartialTranscript
+    from engine.core.events import Error, FinalTranscript, PartialTranscript
 
     events: list = []
     source = FileSource(path, cfg.audio.block_s, realtime=realtime)
@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     from audio.io import AudioError, load_audio
     from engine.config import ConfigError, load_config
     from engine.runtime import Runtime
-    from engine.streaming_asr import FasterWhisperBackend
+    from engine.asr.streaming import FasterWhisperBackend
 
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     bad = [m for m in methods if m not in METHODS]

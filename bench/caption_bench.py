@@ -8,8 +8,8 @@ shown, so every SSBD run is also reported as ``<run>_display_mask<k>`` for k = 0
 the updates it showed (exact for that run: NE and first caption; translations and latencies are the run's).
 Methods run one after the other, each as one session over all files (its translator, and so its cached prompt
 prefix, kept across files; the first file is played once untimed before). The translator is built by
-:func:`engine.runtime.build_translator` and wrapped by :func:`engine.caption.guarded`, the job policy is
-:class:`engine.caption.CaptionLoop` (every final in order, then only the newest partial).
+:func:`engine.runtime.build_translator` and wrapped by :func:`engine.translate.fidelity.guarded`, the job policy is
+:class:`engine.translate.caption_loop.CaptionLoop` (every final in order, then only the newest partial).
 
 Per file and method: the displayed captions, the final caption (the finals of the file's utterances joined),
 normalised erasure of what was displayed (Eq. 4 over sacrebleu 13a words, per utterance, then the mean),
@@ -21,12 +21,12 @@ instead of translating. Rule (:func:`answers_instead`): with a human reference, 
 the caption looks like an answer; without one (the questions and commands — no human translation of them exists
 offline), the caption covers fewer than half of the hand-written German content keywords of its source (each a
 set of accepted stems) **and** looks like an answer. "Looks like an answer" = not in the target language, or any
-answer cue of :class:`engine.caption.FidelityGuard` (opener, question mark lost/invented, markdown, extra
+answer cue of :class:`engine.translate.fidelity.FidelityGuard` (opener, question mark lost/invented, markdown, extra
 sentences, length ratio). Keywords exist for German only; for French/Spanish the count uses the cues alone.
 A flagged caption whose ASR transcript is a misrecognition (WER > 0.25 vs the spoken text) and which shows no
 answer cue against that transcript translates what was heard: it is counted apart (``asr_misheard``), not as an
 answer. Methods: ``ssbd``/``ar`` use the configured ``caption.segment`` (utterance by default);
-``ssbd_sentence`` translates sentence by sentence (:class:`engine.caption.SentenceTranslator`),
+``ssbd_sentence`` translates sentence by sentence (:class:`engine.translate.sentence_translator.SentenceTranslator`),
 ``ssbd_utterance`` re-translates the whole utterance on every update.
 
 Inputs (``bench/data/caption``, made by ``--make-data``): 50 spoken questions and commands (30 MT-Bench first
@@ -218,7 +218,7 @@ def chrf(hyp: str, ref: str) -> float:
 
 def looks_like_answer(source: str, caption: str, target: str) -> list[str]:
     """The guard's answer cues and language check on (source, caption); empty = looks like a translation."""
-    from engine.caption import FidelityGuard
+    from engine.translate.fidelity import FidelityGuard
 
     return FidelityGuard(target).verdict(source, caption).reasons
 
@@ -269,7 +269,7 @@ def transcript_wer(source: str, transcript: str) -> float:
 # -------------------------------------------------------------------------------------------------------- run
 def translator(rt, cfg, target: str):
     """The caption translator of ``cfg`` exactly as ``specvoice caption`` builds it, behind the fidelity guard."""
-    from engine.caption import guarded
+    from engine.translate.fidelity import guarded
     from engine.runtime import build_translator
 
     return guarded(build_translator(cfg, rt, target))
@@ -279,9 +279,9 @@ def run_one(rt, cfg, audio: np.ndarray, tr) -> dict:
     """Play ``audio`` (float32 16 kHz) in real time through the caption path of ``cfg`` with the session's
     translator ``tr`` (one per method, kept across files like one ``specvoice caption`` session)."""
     from audio.sources import ArraySource
-    from engine.caption import CaptionLoop
-    from engine.events import Error, FinalTranscript, SpeechEnded, SpeechStarted
-    from engine.ssbd import normalized_erasure
+    from engine.translate.caption_loop import CaptionLoop
+    from engine.core.events import Error, FinalTranscript, SpeechEnded, SpeechStarted
+    from engine.translate.stream_metrics import normalized_erasure
 
     g0, f0, e0 = tr.guard_stats.triggered, tr.guard_stats.replacement_failed, len(tr.guard_stats.events)
     marks: dict[int, dict] = {}
@@ -350,7 +350,8 @@ def display_variants(lm, seen: list[tuple], start: float | None) -> dict:
     (wall time, tokens, final, text): display-only mask-k changes only what is shown, never the translation, so
     the NE (Eq. 4) and first-caption latency of every k are exact for the same run. Keys ``ne_k`` and
     ``first_caption_s_k`` ({k: value})."""
-    from engine.ssbd import mask_tail, normalized_erasure
+    from engine.translate.biased_retranslation import mask_tail
+    from engine.translate.stream_metrics import normalized_erasure
 
     ne, first = {}, {}
     for k in MASK_KS:
@@ -430,7 +431,7 @@ def choose_mask_k(val: dict, run: str = "ssbd") -> dict:
 
 def main(argv=None) -> int:
     from audio.io import AudioError, load_audio
-    from engine.caption import language_name
+    from engine.translate.languages import language_name
     from engine.config import load_config
     from engine.runtime import Runtime
 

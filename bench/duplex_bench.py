@@ -356,7 +356,7 @@ def wer_table(voices, inter: list[dict]) -> dict:
     import jiwer
     from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
-    from engine.streaming_asr import FasterWhisperBackend
+    from engine.asr.streaming import FasterWhisperBackend
 
     cfg = voices.rt.cfg
     fw = FasterWhisperBackend(voices.rt.model("asr_target").path, device=cfg.asr.device,

@@ -34,7 +34,7 @@ def stream_for_audio(audio: np.ndarray, rt, cfg, realtime: bool = True) -> list[
     """Play float32 16 kHz mono ``audio`` through the streaming ASR (VAD, the configured method) and return
     [[partial transcript, seconds since the audio started], ..., [final transcript, seconds]]."""
     from audio.sources import ArraySource
-    from engine.events import FinalTranscript, PartialTranscript
+    from engine.core.events import FinalTranscript, PartialTranscript
 
     entries: list[list] = []
     finals: list[str] = []

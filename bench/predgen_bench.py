@@ -139,7 +139,7 @@ def _divergence(lm, prompt_tokens, a: list[int], b: list[int]) -> dict | None:
     d = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     if d is None:
         return None if len(a) == len(b) else {"position": min(len(a), len(b)), "gap": None}
-    from engine.generate import LMSession
+    from engine.llm.generate import LMSession
 
     s = LMSession(lm)
     row = s.prefill(prompt_tokens + a[:d])
@@ -149,13 +149,13 @@ def _divergence(lm, prompt_tokens, a: list[int], b: list[int]) -> dict | None:
 
 def run(args) -> dict:
     from engine.config import load_config
-    from engine.predgen import PredGen
+    from engine.answer.predictive import PredGen
     from engine.runtime import Runtime
 
     cfg = load_config(args.config, {"llm_target": args.model} if args.model else None, args.set)
     rt = Runtime(cfg, progress=True)
     if args.backend == "torch":  # the same weights on an adapter whose batched and sequential logits agree
-        from engine.lm import TorchCausalLM
+        from engine.llm.torch_lm import TorchCausalLM
 
         lm = TorchCausalLM(str(rt.model(args.role).path), device="cpu")
         lm.torch.set_num_threads(cfg.llm.n_threads or os.cpu_count() or 1)
@@ -232,13 +232,7 @@ def run(args) -> dict:
 
 
 def main(argv=None) -> int:
-    import sys
-
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if "--backend=remote" in argv or any(a == "--backend" and b == "remote" for a, b in zip(argv, argv[1:])):
-        from bench.remote_bench import main as remote_main  # the same streams over an LLM server vs in-process
-
-        return remote_main(argv)
+    """``--backend remote`` is :mod:`bench.remote_bench` (``specvoice bench predgen --backend remote`` runs it)."""
     p = argparse.ArgumentParser(prog="specvoice bench predgen", description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", default="mtbench", help="mtbench | gsm8k | a .jsonl with 'turns' or 'question'")
     p.add_argument("--stream", help="partial-transcript stream JSON (PredGen simulated-inputs format)")
@@ -250,8 +244,8 @@ def main(argv=None) -> int:
     p.add_argument("--top-k", type=int, default=3)
     p.add_argument("--budget", type=int, default=8, help="tokens per speculative update")
     p.add_argument("--max-tokens", type=int, default=48, help="answer length generated per turn")
-    p.add_argument("--backend", choices=["local", "remote", "torch"], default="local",
-                   help="remote: local vs LLM-server PredGen on the same streams (bench/remote_bench.py); torch: the "
+    p.add_argument("--backend", choices=["local", "torch"], default="local",
+                   help="(remote: `specvoice bench predgen --backend remote`, bench/remote_bench.py); torch: the "
                         "role's GGUF dequantised into transformers (float32), where greedy PredGen must reproduce the "
                         "cascade token for token (latencies are not comparable with llama.cpp's)")
     p.add_argument("--role", default="llm_target")

@@ -1,5 +1,5 @@
 """PredGen over an LLM server vs in-process: the same partial-transcript streams through greedy PredGen, once on the
-in-process llama.cpp model and once on :class:`engine.remote_lm.RemoteLM` (a ``llama_cpp.server`` the benchmark
+in-process llama.cpp model and once on :class:`engine.llm.remote.adapter.RemoteLM` (a ``llama_cpp.server`` the benchmark
 starts on the same GGUF, or any server given by ``--base-url``).
 
 Per backend and turn, with the compute-aware simulation of bench/predgen_bench.py (``simulate``: simulated time
@@ -50,7 +50,7 @@ def start_llama_server(gguf: str, threads: int = 1, n_ctx: int = 4096, timeout_s
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     threads = threads or os.cpu_count() or 1
-    cmd = [sys.executable, "-m", "engine.llama_server", "--model", gguf, "--logits_all", "true",
+    cmd = [sys.executable, "-m", "engine.llm.llama_server", "--model", gguf, "--logits_all", "true",
            "--n_threads", str(threads), "--n_threads_batch", str(threads), "--n_ctx", str(n_ctx),
            "--host", "127.0.0.1", "--port", str(port), "--verbose", "false"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -75,7 +75,7 @@ def run_backend(lm, tts, system: str, streams, args, remote: bool) -> list[dict]
     """Greedy PredGen over ``streams`` on ``lm``; per turn the simulate() metrics plus, for a RemoteLM, the HTTP
     counters of every update and of the final step."""
     from bench.predgen_bench import simulate
-    from engine.predgen import PredGen
+    from engine.answer.predictive import PredGen
 
     rows = []
     for k, stream in enumerate(streams):
@@ -201,7 +201,7 @@ def measure_server_costs(lm, local, ns=(1, 2, 5, 20), decode_tokens: int = 24) -
     * a greedy answer of at most ``decode_tokens`` tokens decoded one last-row request per token (the decoding
       path before streaming) vs ONE streamed request, and whether the tokens are the same.
     Every figure is the wall time of ONE run on the loaded CPU (seconds)."""
-    from engine.generate import LMSession, greedy_stream
+    from engine.llm.generate import LMSession, greedy_stream
 
     msgs = [{"role": "user", "content": "What is the capital of France?"}]
     chat = lm.tokenize(lm.chat_prompt(msgs), special=True)
@@ -271,8 +271,8 @@ def measure_prefill(lm, n: int = 64) -> float | None:
 def run_costs(args, rep: dict) -> dict:
     """``--costs-only``: start a server as :func:`run` does and (re)measure ``server_costs`` into ``rep``."""
     from engine.config import load_config
-    from engine.lm import LlamaCppLM
-    from engine.remote_lm import RemoteLM
+    from engine.llm.llama_cpp_lm import LlamaCppLM
+    from engine.llm.remote.adapter import RemoteLM
     from engine.runtime import Runtime
 
     cfg = load_config(args.config, None, args.set)
@@ -299,9 +299,9 @@ def run_costs(args, rep: dict) -> dict:
 def run(args) -> dict:
     from bench.predgen_bench import _divergence, load_streams
     from engine.config import load_config
-    from engine.lm import LlamaCppLM
-    from engine.predgen import PredGen
-    from engine.remote_lm import RemoteLM
+    from engine.llm.llama_cpp_lm import LlamaCppLM
+    from engine.answer.predictive import PredGen
+    from engine.llm.remote.adapter import RemoteLM
     from engine.runtime import Runtime
 
     t_start = time.perf_counter()

@@ -101,7 +101,7 @@ class SoakSource:
 def main(argv=None) -> int:
     from audio.io import AudioError, load_audio
     from engine.config import load_config
-    from engine.events import Error, FinalTranscript, SpeechEnded
+    from engine.core.events import Error, FinalTranscript, SpeechEnded
     from engine.pipeline import Backlog
     from engine.runtime import Runtime
 

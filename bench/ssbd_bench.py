@@ -56,7 +56,8 @@ def main(argv=None) -> int:
 
     from engine.config import load_config
     from engine.runtime import Runtime
-    from engine.ssbd import ARRetranslator, SSBDTranslator, mask_tail, normalized_erasure
+    from engine.translate.biased_retranslation import ARRetranslator, SSBDTranslator, mask_tail
+    from engine.translate.stream_metrics import normalized_erasure
 
     p = argparse.ArgumentParser(prog="specvoice bench ssbd", description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=15, help="Multi30k sentences")

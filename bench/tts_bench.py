@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     from audio.io import resample
     from engine.config import load_config
     from engine.models import resolve
-    from engine.pcg import CodecTTS
+    from engine.speech.coarse_grained_sampling import CodecTTS
 
     cfg = load_config()
     tts = CodecTTS(lookahead=a.lookahead, cache_dir=cfg.cache_dir(), threads=a.threads)
@@ -319,7 +319,7 @@ def stages(a) -> int:
     from audio.io import resample
     from engine.config import load_config
     from engine.models import resolve
-    from engine.pcg import CodecTTS, ar_generate
+    from engine.speech.coarse_grained_sampling import CodecTTS, ar_generate
     from tts.codec import SYN_HOP, griffin_lim, log_magnitude
     from tts.codec_lm import ASSET_DIR, frame_conditioning, frames_per_id
 

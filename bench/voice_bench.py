@@ -2,7 +2,7 @@
 ASR → answer stage → TTS), each answer method on the same files in one run.
 
 The pipeline is built exactly as ``specvoice assist`` builds it (:meth:`engine.runtime.Runtime.transcriber`,
-:func:`engine.runtime.build_assistant`, :class:`engine.assistant.Conversation`), with the configuration's thread
+:func:`engine.runtime.build_assistant`, :class:`engine.answer.assistant.Conversation`), with the configuration's thread
 policy: the ASR runs at normal priority, the answer thread at nice +10 with ``llm.predgen_speculation_threads`` LLM
 threads while the user speaks and all threads once the final transcript is in. Methods:
 
@@ -76,7 +76,7 @@ METHODS = {  # name → overrides of the [llm] section (every method answers wit
 def method_config(cfg, method: str):
     """``cfg`` with the [llm] overrides of ``method``; the cascade gets PredGen's system prompt (the user's prompt +
     the truncation note of predgen.txt A.3) so that answers are comparable token by token."""
-    from engine.predgen import PREDGEN_SYSTEM
+    from engine.answer.predictive import PREDGEN_SYSTEM
 
     over = dict(METHODS[method])
     tts = over.pop("tts", {})
@@ -89,9 +89,9 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
     """Play ``audio`` (float32 16 kHz) in real time through the live pipeline of ``cfg``; returns the marks of the
     last answered utterance."""
     from audio.sources import ArraySource
-    from engine.assistant import Conversation
-    from engine.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript,
-                               PartialTranscript, SpeechEnded, SpeechStarted)
+    from engine.answer.assistant import Conversation
+    from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript, PartialTranscript, SpeechEnded,
+        SpeechStarted)
     from engine.runtime import build_assistant
 
     lock = threading.Lock()

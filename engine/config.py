@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .events import PARTIAL_SOURCES
+from engine.core.events import PARTIAL_SOURCES
 
 ROLES = ("asr_target", "asr_draft", "llm_target", "llm_draft", "tts_voice", "vad")
 
@@ -89,7 +89,7 @@ class AsrConfig:
     trim_overlap_s: float = 2.0
     # > 0 (at least 9 s), with final_full: a trimmed utterance's final text is one exactly verified decode of its
     # audio since its last piece, and speech longer than this is finished in pieces while spoken
-    # (engine/streaming_asr.py). 0 (default) = the words that left the buffer + the latest decode of the buffer:
+    # (engine/asr/streaming.py). 0 (default) = the words that left the buffer + the latest decode of the buffer:
     # the final comes sooner; whole-utterance decodes were no closer to offline beam 5 (bench asr-stream: ar_piece20)
     final_piece_s: float = 0.0
     beam_size: int = 1
@@ -101,7 +101,7 @@ class AsrConfig:
     compute_type: str = "int8"  # CTranslate2 compute type on CPU ("float16" on CUDA)
     device: str = "auto"  # "cpu", "cuda" or "auto"
     cpu_threads: int = 0  # 0 = all cores
-    # Length-scaled encoding (engine/whisper_window.py): the encoder sees the buffered audio plus a margin of
+    # Length-scaled encoding (engine/asr/window.py): the encoder sees the buffered audio plus a margin of
     # silence, not a 30 s window; "padded" = the 30 s window (the baseline, and the guards' fallback)
     encoder_window: str = "scaled"
     encoder_margin_s: float = 4.0  # silence after the audio, seconds
@@ -144,7 +144,7 @@ class LlmConfig:
     # what PredGen answers while the user speaks: "hypothesis" (the final transcript if speech ended now) or
     # "partial" (the partial transcript as shown)
     predgen_source: str = "hypothesis"
-    # an LLM server instead of in-process llama.cpp (engine/remote_lm.py; README "Use an LLM server")
+    # an LLM server instead of in-process llama.cpp (engine/llm/remote/adapter.py; README "Use an LLM server")
     backend: str = "local"  # "local" | "remote"
     base_url: str = ""  # remote: http://host:port of vLLM / SGLang / llama_cpp.server
     model: str = ""  # remote: served model name ("" = the server's first)
@@ -375,7 +375,7 @@ SETTINGS_HELP: dict[str, tuple[str, str]] = {
                     "τ_CTC=3.0, τ_SLM=0.1."),
     "asr.ssd_engine": ("SSD decoder engine", "ct2 = verify (one align pass, which also gives the word times) and "
                         "continue on CTranslate2's int8 decoder, as faster-whisper runs; torch = the causal-LM "
-                        "protocol implementation with KV-cache reuse and draft re-join (engine/ssd_asr.py)."),
+                        "protocol implementation with KV-cache reuse and draft re-join (engine/asr/ctc_self_speculative.py)."),
     "asr.ssd_rejoin": ("SSD draft re-join", "After an AR correction (Eq. 6), re-join the rest of the CTC draft and "
                        "verify it in one pass (the paper's footnote 1); off = plain Eq. 6."),
     "asr.specasr_threshold": ("SpecASR truncation threshold", "SpecASR §IV-A: stop drafting where the draft's "
@@ -521,7 +521,7 @@ def validate(cfg: "Config") -> None:
             raise ConfigError(f"{key} = {v!r}: choose one of {', '.join(options)}")
     if cfg.llm.backend == "remote" and not cfg.llm.base_url:
         raise ConfigError("llm.base_url is required with llm.backend = remote")
-    from .caption import LANGUAGES, language_code
+    from engine.translate.languages import LANGUAGES, language_code
 
     lang = cfg.caption.target_language
     if language_code(lang) in (None, "en"):

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .config import ROLES, Config
+from engine.config import ROLES, Config
 
 
 class ModelError(RuntimeError):

@@ -33,10 +33,9 @@ import numpy as np
 from audio.sources import AudioBlock, AudioSource
 from audio.vad import StreamingVAD
 
-from .cpu import ASR
-from .events import (CommittedWords, Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted,
-                     TurnDecision)
-from .streaming_asr import ASRBackend, OnlineASRProcessor, join_words
+from engine.core.cpu import ASR
+from engine.core.events import (CommittedWords, Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, TurnDecision)
+from engine.asr.streaming import ASRBackend, OnlineASRProcessor, join_words
 
 SAMPLE_RATE = 16000
 
@@ -142,7 +141,7 @@ class EventQueue(_WaitQueue):
     """Bounded queue of engine events from worker threads to one consumer (the CLI's printer, a GUI bridge).
 
     Policy: when ``maxsize`` events wait, the oldest waiting event that ``droppable(event)`` accepts (by default a
-    :class:`engine.events.PartialTranscript`: a newer partial supersedes it) is dropped to make room; an event that
+    :class:`engine.core.events.PartialTranscript`: a newer partial supersedes it) is dropped to make room; an event that
     is not droppable waits for room (finals, answers, captions and errors are never lost). After :meth:`close`
     (the consumer has stopped) ``put`` never waits and returns False.
     """
@@ -433,7 +432,7 @@ class StreamingTranscriber:
     def _update(self, proc: OnlineASRProcessor, rec: UtteranceRecord, until: float | None = None) -> None:
         n_before = len(proc.updates)
         try:
-            with ASR.decoding():  # speculation waits for it (engine.cpu)
+            with ASR.decoding():  # speculation waits for it (engine.core.cpu)
                 new, tentative = proc.process_iter(until)
         except Exception as e:
             self.emit(Error("asr", f"transcription update failed: {type(e).__name__}: {e}"))

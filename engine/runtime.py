@@ -11,8 +11,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .config import Config
-from .models import ResolvedModel, resolve
+from engine.config import Config
+from engine.models import ResolvedModel, resolve
 
 
 @dataclass
@@ -46,8 +46,8 @@ class Runtime:
             return self._cache[key]
 
     def asr_backend(self):
-        """The streaming ASR backend for ``cfg.asr.method``: "ssd" (CTC self-speculative, engine.ssd_asr),
-        "specasr" (engine.specasr), "ar" (greedy on CTranslate2, the same window and guards as "ssd") or "ar_torch"
+        """The streaming ASR backend for ``cfg.asr.method``: "ssd" (CTC self-speculative, engine.asr.ctc_self_speculative),
+        "specasr" (engine.asr.draft_model_speculative), "ar" (greedy on CTranslate2, the same window and guards as "ssd") or "ar_torch"
         (plain greedy on SSD's torch decoder)."""
         a = self.cfg.asr
         if a.method == "ssd" and not self.whisper_ssd().head_matches():
@@ -59,7 +59,7 @@ class Runtime:
             a = dataclasses.replace(a, method="ar")
         if a.method in ("ar", "ssd") and (a.method == "ar" or a.ssd_engine == "ct2"):
             def build_ct2():
-                from .ssd_asr import SSDCT2Backend
+                from engine.asr.ctc_self_speculative import SSDCT2Backend
 
                 return SSDCT2Backend(self.whisper_ssd(), a.tau_ctc, a.tau_slm, speculate=a.method == "ssd",
                                      window=self.window_policy(), guard=self.decode_guard(), beam_size=a.beam_size,
@@ -69,7 +69,7 @@ class Runtime:
             return self._get(f"{key}:{self.window_policy()}:{self.decode_guard()}", build_ct2)
         if a.method in ("ssd", "ar_torch"):
             def build_ssd():
-                from .ssd_asr import SSDBackend
+                from engine.asr.ctc_self_speculative import SSDBackend
 
                 return SSDBackend(self.whisper_ssd(), a.tau_ctc, a.tau_slm, method=a.method, rejoin=a.ssd_rejoin,
                                   guard=self.decode_guard())
@@ -78,7 +78,7 @@ class Runtime:
                              build_ssd)
         if a.method == "specasr":
             def build_spec():
-                from .specasr import SpecASRBackend
+                from engine.asr.draft_model_speculative import SpecASRBackend
 
                 return SpecASRBackend(self.whisper_ssd(), self.whisper_ssd("asr_draft"),
                                       threshold=a.specasr_threshold, max_draft=a.specasr_max_draft,
@@ -91,9 +91,9 @@ class Runtime:
     def transcriber(self, source, emit, use_vad: bool = True):
         """The streaming transcriber (capture → VAD → streaming ASR) over ``source`` with this configuration's
         backend, VAD and update policy: what ``transcribe``/``assist``/``caption``, the GUI and the benchmarks
-        all run. ``emit`` receives the :mod:`engine.events` events (from the ASR thread); ``use_vad=False``: the
+        all run. ``emit`` receives the :mod:`engine.core.events` events (from the ASR thread); ``use_vad=False``: the
         whole stream is one utterance (push-to-talk)."""
-        from .pipeline import StreamingTranscriber
+        from engine.pipeline import StreamingTranscriber
 
         a = self.cfg.asr
         return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit,
@@ -104,14 +104,14 @@ class Runtime:
 
     def window_policy(self):
         """The encoder window of ``asr.encoder_window`` / ``encoder_margin_s`` / ``encoder_min_s``."""
-        from .whisper_window import WindowPolicy
+        from engine.asr.window import WindowPolicy
 
         a = self.cfg.asr
         return WindowPolicy(a.encoder_window, a.encoder_margin_s, a.encoder_min_s)
 
     def decode_guard(self):
         """The decode guards of the ``asr.guard_*`` settings."""
-        from .whisper_window import DecodeGuard
+        from engine.asr.window import DecodeGuard
 
         a = self.cfg.asr
         return DecodeGuard(a.guard_tokens_per_s, a.guard_tokens_base, a.guard_compression_ratio, a.guard_logprob,
@@ -124,7 +124,7 @@ class Runtime:
         role = role or a.model_role
 
         def build():
-            from .ssd_asr import WhisperSSD
+            from engine.asr.ctc_self_speculative import WhisperSSD
 
             dev = None if a.device == "auto" else a.device
             return WhisperSSD(self.model(role).path, device=dev, compute_type=a.compute_type,
@@ -137,7 +137,7 @@ class Runtime:
         a = self.cfg.asr
 
         def build():
-            from .whisper_torch import TorchWhisper
+            from engine.asr.whisper_torch import TorchWhisper
 
             return TorchWhisper(self.model(role).path, device=None if a.device == "auto" else a.device)
 
@@ -198,8 +198,8 @@ class Runtime:
         c = self.cfg.llm
         if c.backend == "remote":
             def build_remote():
-                from .models import ModelError
-                from .remote_lm import RemoteLM
+                from engine.models import ModelError
+                from engine.llm.remote.adapter import RemoteLM
 
                 tok = c.tokenizer or None
                 if tok is None:
@@ -217,7 +217,7 @@ class Runtime:
             return self._get(f"llm:remote:{role}:{instance}", build_remote)
 
         def build():
-            from .lm import LlamaCppLM
+            from engine.llm.llama_cpp_lm import LlamaCppLM
 
             m = self.model(role)
             c = self.cfg.llm
@@ -237,7 +237,7 @@ class Runtime:
         t = settings if settings is not None else self.cfg.tts
         if t.engine == "codec":
             def build_codec():
-                from .pcg import CodecTTS
+                from engine.speech.coarse_grained_sampling import CodecTTS
 
                 return CodecTTS(method=t.codec_method, theta=t.theta, lookahead=t.lookahead,
                                 temperature=t.temperature, cache_dir=self.cfg.cache_dir())
@@ -259,8 +259,8 @@ class Runtime:
 
 
 def build_assistant(cfg: Config, rt: Runtime, emit):
-    """The answer stage per ``cfg.llm.answer_method``: the cascade :class:`engine.assistant.Assistant` or the
-    :class:`engine.assistant.PredGenAssistant` (with a second "judge" context for the reflection verifier).
+    """The answer stage per ``cfg.llm.answer_method``: the cascade :class:`engine.answer.assistant.Assistant` or the
+    :class:`engine.answer.assistant.PredGenAssistant` (with a second "judge" context for the reflection verifier).
 
     Args:
         emit: receives the answer events (AnswerDelta, AnswerSentence, AnswerAudio, AnswerDone, Error).
@@ -269,8 +269,8 @@ def build_assistant(cfg: Config, rt: Runtime, emit):
         ConfigError: an unknown ``llm.answer_method``.
         ModelError, ModelLoadError: the LLM or the voice cannot be loaded.
     """
-    from .assistant import Assistant, PredGenAssistant
-    from .config import ConfigError
+    from engine.answer.assistant import Assistant, PredGenAssistant
+    from engine.config import ConfigError
 
     c = cfg.llm
     if c.answer_method not in ("cascade", "predgen"):
@@ -289,22 +289,23 @@ def build_assistant(cfg: Config, rt: Runtime, emit):
 def build_translator(cfg: Config, rt: Runtime, target: str, on_trigger=None):
     """The live translator per ``cfg.caption.method``: SSBD (previous translation as the draft) or the AR
     re-translation baseline, into ``target`` (a language code or name), wrapped in the caption fidelity guard
-    (:func:`engine.caption.guarded`; ``on_trigger(event)`` is told each re-translation), and translating sentence
-    by sentence (:class:`engine.caption.SentenceTranslator`) when ``caption.segment`` is "sentence".
+    (:func:`engine.translate.fidelity.guarded`; ``on_trigger(event)`` is told each re-translation), and translating sentence
+    by sentence (:class:`engine.translate.sentence_translator.SentenceTranslator`) when ``caption.segment`` is "sentence".
 
     Raises:
         ConfigError: an unknown ``caption.method``.
         ModelError, ModelLoadError: the caption LLM cannot be loaded.
     """
-    from .config import ConfigError
-    from .ssbd import ARRetranslator, SSBDTranslator
+    from engine.config import ConfigError
+    from engine.translate.biased_retranslation import ARRetranslator, SSBDTranslator
 
     c = cfg.caption
     if c.method not in ("ssbd", "ar"):
         raise ConfigError(f"caption.method must be 'ssbd' or 'ar', got {c.method!r}")
     if c.segment not in ("sentence", "utterance"):
         raise ConfigError(f"caption.segment must be 'sentence' or 'utterance', got {c.segment!r}")
-    from .caption import SentenceTranslator, guarded
+    from engine.translate.sentence_translator import SentenceTranslator
+    from engine.translate.fidelity import guarded
 
     lm = rt.llm(c.model_role)
     if c.method == "ssbd":

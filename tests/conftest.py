@@ -69,7 +69,7 @@ def same_or_near_tie(lm, prompt, a, b, tol=0.5):
     Returns the first differing position (None if equal)."""
     import numpy as np
 
-    from engine.generate import LMSession
+    from engine.llm.generate import LMSession
 
     if a == b:
         return None

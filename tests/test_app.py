@@ -15,7 +15,7 @@ from PySide6.QtCore import QSettings  # noqa: E402
 from app.caption_window import CaptionWindow  # noqa: E402
 from app.export import History, Item  # noqa: E402
 from engine.config import Config  # noqa: E402
-from engine.events import Caption  # noqa: E402
+from engine.core.events import Caption  # noqa: E402
 
 from .conftest import QUESTION, ROOT  # noqa: E402
 

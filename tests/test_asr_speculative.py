@@ -1,6 +1,6 @@
 """Speculative ASR decoders on real Whisper and real audio: CTC self-speculative decoding (Eq. 2/3/5/6) and SpecASR
 (lossless greedy, tree attention, draft sync, recycling merge). Counters are checked against a spy on the real
-decoder; each method's acceptance is broken once (engine.verify accepting every draft token) to show the output
+decoder; each method's acceptance is broken once (engine.core.verify accepting every draft token) to show the output
 then leaves greedy AR — i.e. the method's acceptance goes through the core."""
 
 import contextlib
@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from engine import verify as V
-from engine.ctc_draft import BLANK, N_CLASSES, decode_ids, encode_text, frame_entropy, greedy_path
-from engine.ssd_asr import SSDDecoder, merge_drafts
+from engine.core import verify as V
+from engine.asr.ctc_draft import BLANK, N_CLASSES, decode_ids, encode_text, frame_entropy, greedy_path
+from engine.asr.ctc_self_speculative import SSDDecoder, merge_drafts
 
 from .conftest import JFK_TEXT, ROOT
 
@@ -143,7 +143,7 @@ def test_ssd_acceptance_goes_through_the_core(ws, jfk_enc, monkeypatch):
 def test_ct2_ssd_acceptance_goes_through_the_core(runtime, jfk_audio, monkeypatch):
     """The live SSD path: a wrong previous hypothesis is the draft; τ_SLM rejects the wrong word and the decode
     equals the same backend's greedy AR; accepting every draft token keeps it."""
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     be = SSDCT2Backend(runtime.whisper_ssd(), 0.7, 0.2)
     nf = be.window.n_frames(len(jfk_audio))
@@ -181,7 +181,7 @@ def test_merge_drafts_appends_the_ctc_tail_after_the_previous_hypothesis():
 def test_ssd_streaming_backend_transcribes_jfk(runtime, jfk_audio):
     import jiwer
 
-    from engine.ssd_asr import SSDBackend
+    from engine.asr.ctc_self_speculative import SSDBackend
 
     be = SSDBackend(runtime.whisper_ssd(), 0.7, 0.2)
     half = be.transcribe(jfk_audio[: len(jfk_audio) // 2])
@@ -195,7 +195,7 @@ def test_ssd_streaming_backend_transcribes_jfk(runtime, jfk_audio):
 # -------------------------------------------------------------------------------------------------------- SpecASR
 @pytest.fixture(scope="module")
 def spec(runtime, ws):
-    from engine.specasr import SpecASR
+    from engine.asr.draft_model_speculative import SpecASR
 
     return SpecASR(ws.whisper, runtime.whisper_ssd("asr_draft"), ctc_head=ws.head)
 
@@ -260,7 +260,7 @@ def test_specasr_lossless_on_held_out_speech(spec, ws):
 
 
 def test_draft_sync_crops_to_the_common_prefix(runtime, spec):
-    from engine.specasr import SpecASRStats, _Draft
+    from engine.asr.draft_model_speculative import SpecASRStats, _Draft
 
     dws = runtime.whisper_ssd("asr_draft")
     from audio.io import load_audio
@@ -304,7 +304,7 @@ def test_recycling_merge_fires_where_the_regenerated_words_rejoin_sequence_1(spe
 def test_ct2_ssd_backend_verifies_the_previous_hypothesis_in_one_pass(runtime, jfk_audio):
     import jiwer
 
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     be = SSDCT2Backend(runtime.whisper_ssd(), 0.7, 0.2)
     first = be.transcribe(jfk_audio)
@@ -320,7 +320,7 @@ def test_ct2_ssd_backend_verifies_the_previous_hypothesis_in_one_pass(runtime, j
 
 def test_ct2_ssd_backend_without_a_draft_is_its_greedy_ar_baseline(runtime, jfk_audio):
     """The benchmark's same-mode AR baseline: no CTC draft, no align pass; SSD's transcript equals it on jfk."""
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     ws = runtime.whisper_ssd()
     ar = SSDCT2Backend(ws, 0.7, 0.2, speculate=False).transcribe(jfk_audio)

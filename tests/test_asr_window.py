@@ -5,8 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from engine.whisper_window import (DecodeGuard, WindowPolicy, compression_ratio, log_mel, loop_start,
-                                   split_point)
+from engine.asr.window import DecodeGuard, WindowPolicy, compression_ratio, log_mel, loop_start, split_point
 
 from .conftest import JFK_TEXT, ROOT
 
@@ -75,7 +74,7 @@ def test_split_point_finds_the_pause():
 def test_short_context_gives_the_padded_text_on_jfk(runtime, jfk_audio, method):
     """jfk.flac (11 s) in a 15 s window gives the same words as the 30 s padded window, at a fraction of the
     encoder cost."""
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     ws = runtime.whisper_ssd()
     scaled = SSDCT2Backend(ws, speculate=method == "ssd", window=WindowPolicy())
@@ -98,7 +97,7 @@ def test_torch_port_encodes_a_short_window(runtime, jfk_audio):
 def test_guard_stops_an_induced_repetition(runtime, jfk_audio):
     """SSD accepting every draft token (τ_SLM = 0) of a looping previous hypothesis would emit the loop; the guard
     catches it and the padded-window re-decode gives the speech."""
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     be = SSDCT2Backend(runtime.whisper_ssd(), tau_ctc=0.0, tau_slm=0.0)
     loop = "And so my fellow Americans, ask not" + " what your country can do for you," * 12
@@ -144,7 +143,7 @@ def test_audio_longer_than_a_window_is_decoded_in_pieces(runtime):
     import jiwer
     from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     audio, ref = _monologue()
     res = SSDCT2Backend(runtime.whisper_ssd(), speculate=False).transcribe(audio)
@@ -162,7 +161,7 @@ def test_monologue_of_70_s_without_pauses_loses_no_words(runtime):
     import jiwer
 
     from audio.sources import ArraySource
-    from engine.streaming_asr import FasterWhisperBackend
+    from engine.asr.streaming import FasterWhisperBackend
 
     audio, _ = _monologue()
     assert len(audio) / 16000 > 60
@@ -182,8 +181,8 @@ def test_monologue_of_70_s_without_pauses_loses_no_words(runtime):
 
 def test_skipped_speech_is_found():
     """A stretch of loud audio with no word, or one word stretched over it, is found; silence is not."""
-    from engine.events import Word
-    from engine.whisper_window import skipped_regions
+    from engine.core.events import Word
+    from engine.asr.window import skipped_regions
 
     rng = np.random.default_rng(1)
     a = np.zeros(16000 * 10, np.float32)
@@ -203,7 +202,7 @@ def test_ssd_with_greedy_acceptance_is_lossless(runtime, jfk_audio):
     """τ_SLM = 0.5 (a token with p > 0.5 is the argmax) and Eq. 3 off: SSD's tokens are greedy AR's, on every
     prefix of a growing buffer (the previous hypothesis as the draft) and on held-out speech."""
     from audio.io import load_audio
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     ws = runtime.whisper_ssd()
     ssd = SSDCT2Backend(ws, tau_ctc=0.0, tau_slm=0.5)
@@ -223,7 +222,7 @@ def test_a_collapsed_decode_is_retried_without_its_prompt(runtime, jfk_audio):
     """A decode that fails a guard is redone on the padded window; one that collapsed (next to nothing over seconds
     of audio, below the log-prob floor: Whisper under its prompt can say a lone "." over 10 s of speech) is redone
     once more without the prompt, and the best decode is kept. Induced with a log-prob floor no decode passes."""
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     be = SSDCT2Backend(runtime.whisper_ssd(), speculate=False, guard=DecodeGuard(logprob=-1e-4))
     sparse = np.concatenate([jfk_audio[: int(2.6 * 16000)], np.zeros(int(17.4 * 16000), np.float32)])
@@ -240,7 +239,7 @@ def test_a_collapsed_decode_is_retried_without_its_prompt(runtime, jfk_audio):
 def test_a_prompt_that_made_a_decode_collapse_is_not_used_again(runtime, jfk_audio):
     """When only the decode without the prompt passes, later decodes with that same prompt (the next updates of the
     same buffer) skip it at once instead of failing three times."""
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     be = SSDCT2Backend(runtime.whisper_ssd(), speculate=False)
     first = be.transcribe(jfk_audio, "Thank you for watching.")

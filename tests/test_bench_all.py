@@ -137,7 +137,7 @@ def test_job_command_line_is_accepted(job, tmp_path, monkeypatch):
 
 def test_method_names_exist():
     from bench import asr_bench, asr_stream_bench
-    from engine.specasr import SPEC_METHODS
+    from engine.asr.draft_model_speculative import SPEC_METHODS
 
     known = {
         "asr": set(asr_bench.SSD_METHODS) | {"ar", "ar_ct2"} | set(SPEC_METHODS),

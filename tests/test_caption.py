@@ -6,9 +6,12 @@ import time
 
 import pytest
 
-from engine.caption import (CaptionLoop, FidelityGuard, GuardedTranslator, Translator, build_messages, guarded,
-                            language_code, language_scores)
-from engine.ssbd import SSBDTranslator, SSBDUpdate
+from engine.translate.caption_loop import CaptionLoop
+from engine.translate.fidelity import FidelityGuard, GuardedTranslator, guarded
+from engine.translate.translator import Translator, build_messages
+from engine.translate.languages import language_code, language_scores
+from engine.translate.biased_retranslation import SSBDTranslator
+from engine.translate.stream_metrics import SSBDUpdate
 
 QUESTION = "Can you tell me what time it is?"
 COMMAND = "Set a timer for ten minutes."
@@ -135,7 +138,7 @@ class _Echo:
 
 
 def test_caption_loop_finals_first_newest_partial_only():
-    from engine.events import FinalTranscript, PartialTranscript
+    from engine.core.events import FinalTranscript, PartialTranscript
 
     tr, shown = _Echo(), []
     loop = CaptionLoop(tr, lambda c, u: shown.append((c.utterance, u.text, u.final)))
@@ -159,7 +162,7 @@ def test_caption_loop_translates_the_source_it_is_told():
     """source="hypothesis" (the default setting): a partial update translates the ASR's hypothesis of the final
     transcript; "partial": the partial transcript as shown; a partial without a hypothesis falls back to its text."""
     from engine.config import Config
-    from engine.events import PartialTranscript
+    from engine.core.events import PartialTranscript
 
     assert Config().caption.source == "hypothesis"
     for source, want in (("hypothesis", ["a man with a", "amen with"]), ("partial", ["amen with a", "amen with"])):
@@ -201,7 +204,7 @@ class _Slow(_Echo):
 
 
 def test_caption_loop_final_cancels_the_partial_in_flight():
-    from engine.events import FinalTranscript, PartialTranscript
+    from engine.core.events import FinalTranscript, PartialTranscript
 
     tr, shown = _Slow(), []
     loop = CaptionLoop(tr, lambda c, u: shown.append((u.text, u.final)))
@@ -225,7 +228,7 @@ class _Finite(_Echo):
 
 
 def test_caption_loop_lets_the_partial_of_the_final_text_finish():
-    from engine.events import FinalTranscript, PartialTranscript
+    from engine.core.events import FinalTranscript, PartialTranscript
 
     tr, shown = _Finite(), []
     loop = CaptionLoop(tr, lambda c, u: shown.append((u.text, u.final)))
@@ -240,7 +243,7 @@ def test_caption_loop_lets_the_partial_of_the_final_text_finish():
 
 @pytest.mark.parametrize("method", ["ssbd", "ar"])
 def test_final_of_an_already_translated_source_reuses_it(qwen_small, method):
-    from engine.ssbd import ARRetranslator, SSBDTranslator
+    from engine.translate.biased_retranslation import ARRetranslator, SSBDTranslator
 
     tr = SSBDTranslator(qwen_small, "German", max_tokens=48) if method == "ssbd" else ARRetranslator(
         qwen_small, "German", max_tokens=48)
@@ -263,7 +266,7 @@ def test_final_of_an_already_translated_source_reuses_it(qwen_small, method):
 def test_caption_loop_end_of_speech_starts_the_last_partial():
     """At the end of speech an older partial in flight is cancelled for the newest one (usually the final's
     text), which then runs without waiting for ASR decodes; while speaking, partials get ``pause``."""
-    from engine.events import FinalTranscript, PartialTranscript, SpeechEnded
+    from engine.core.events import FinalTranscript, PartialTranscript, SpeechEnded
 
     class Rec(_Echo):
         def translate_ssbd(self, source, final=False, cancel=None, pause=None):
@@ -291,7 +294,7 @@ def test_caption_loop_end_of_speech_starts_the_last_partial():
 
 
 def test_split_sentences():
-    from engine.caption import split_sentences
+    from engine.translate.sentence_translator import split_sentences
 
     assert split_sentences("Hello there.  How are you?") == ["Hello there.", "How are you?"]
     assert split_sentences('Mr. Smith said "hi." Then he left') == ['Mr. Smith said "hi."', "Then he left"]
@@ -303,7 +306,7 @@ def test_sentence_translator_keeps_closed_sentences_and_translates_only_the_open
     """caption.segment = sentence: a sentence followed by another is translated once (a final, guarded caption) and
     reused while the ASR's text of it stays; the final update translates only the last sentence; a revised
     closed sentence is translated again. The closed sentence's caption equals translating it alone."""
-    from engine.caption import SentenceTranslator
+    from engine.translate.sentence_translator import SentenceTranslator
 
     first, second = "The children are playing in the park.", "Where is my red bicycle?"
     tr = SentenceTranslator(guarded(SSBDTranslator(qwen_small, "de", max_tokens=48, beta=0.2, mask_k=3)))

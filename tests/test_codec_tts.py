@@ -1,5 +1,5 @@
 """The codec-token TTS (assets/codec_tts): codec round trip, KV-cached sessions, speculative samplers (counted by a
-spy on the real model, and broken once to show their acceptance goes through engine.verify), and the
+spy on the real model, and broken once to show their acceptance goes through engine.core.verify), and the
 intelligibility of what it says (transcribed by the real Whisper target)."""
 
 import contextlib
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not (ROOT / "assets" / "codec_tts" / "lm.safeten
 
 @pytest.fixture(scope="module")
 def tts(runtime, tmp_path_factory):
-    from engine.pcg import CodecTTS
+    from engine.speech.coarse_grained_sampling import CodecTTS
 
     return CodecTTS(seed=0, cache_dir=tmp_path_factory.mktemp("cache"))
 
@@ -62,7 +62,7 @@ def test_codec_round_trip_stays_intelligible(runtime, tts, whisper):
 def test_session_kv_cache_matches_a_full_forward(tts):
     import torch
 
-    from engine.lm import CausalLM
+    from engine.llm.protocol import CausalLM
     from tts.codec_lm import CodecLMSession, frame_conditioning
 
     ids = tts.phoneme_ids("Two dogs play in the snow.")[0]
@@ -131,8 +131,8 @@ def forward_spy():
 
 @contextlib.contextmanager
 def step_spy(monkeypatch, name, replace=None):
-    """Wraps engine.verify.<name> (or replaces it with ``replace(real)``) and logs (argmax q, result)."""
-    from engine import verify as V
+    """Wraps engine.core.verify.<name> (or replaces it with ``replace(real)``) and logs (argmax q, result)."""
+    from engine.core import verify as V
 
     real = getattr(V, name)
     fn = replace(real) if replace else real
@@ -159,7 +159,7 @@ def test_speculative_sampler_counts_match_what_the_model_evaluated(tts, method, 
     # each draft forward samples one draft token; each round is one target pass
     assert st.target_passes == len(seen["target"]) == st.rounds < n  # AR needs one target pass per frame
     assert st.draft_passes == len(seen["draft"]) == st.drafted
-    # every acceptance decision went through engine.verify, and the counters are its decisions
+    # every acceptance decision went through engine.core.verify, and the counters are its decisions
     assert st.accepted == sum(r.accepted for _, r in log) and len(log) == st.accepted + sum(
         1 for _, r in log if not r.accepted)
     assert len(st.accepted_lengths) == st.rounds and sum(st.accepted_lengths) == st.accepted
@@ -178,7 +178,7 @@ def _greedy_tts(tts, ids, method):
 
 
 def test_sd_is_greedy_ar_at_zero_temperature_and_breaking_its_rule_changes_the_output(tts, monkeypatch):
-    from engine import verify as V
+    from engine.core import verify as V
 
     ids = tts.phoneme_ids("Two dogs play in the snow.")[0]
     ar = _greedy_tts(tts, ids, "ar")
@@ -191,7 +191,7 @@ def test_sd_is_greedy_ar_at_zero_temperature_and_breaking_its_rule_changes_the_o
 def test_pcg_emits_a_group_of_the_targets_choice_and_breaking_its_rule_does_not(tts, monkeypatch):
     """At temperature → 0, Q_c is uniform over the groups holding the target's argmax t*: PCG's emitted group must
     hold t* (the Proposition). Accepting every draft token instead breaks that."""
-    from engine import verify as V
+    from engine.core import verify as V
 
     ids = tts.phoneme_ids("Two dogs play in the snow.")[0]
     G = tts.groups
@@ -231,7 +231,7 @@ def test_codec_tts_speech_is_recognisably_the_text(tts, whisper):
 
 def test_runtime_selects_the_codec_engine(tmp_path):
     from engine.config import Config
-    from engine.pcg import CodecTTS
+    from engine.speech.coarse_grained_sampling import CodecTTS
     from engine.runtime import Runtime
 
     cfg = Config().with_overrides({"tts": {"engine": "codec", "codec_method": "pcg", "theta": 0.42}})

@@ -156,7 +156,7 @@ def test_smart_turn_end_of_turn_through_the_live_pipeline(jfk_audio):
     """``duplex.end_of_turn=smart_turn``: the transcriber reports each turn decision and transcribes all of jfk."""
     from audio.sources import ArraySource
     from engine.config import load_config
-    from engine.events import FinalTranscript, TurnDecision
+    from engine.core.events import FinalTranscript, TurnDecision
     from engine.runtime import Runtime
 
     rt = Runtime(load_config(None, None, ["duplex.end_of_turn=smart_turn"]))

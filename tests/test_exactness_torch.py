@@ -7,9 +7,9 @@ continuation), not a model's quality."""
 import pytest
 import torch
 
-from engine.lm import TorchCausalLM
-from engine.predgen import PredGen
-from engine.ssbd import ARRetranslator, SSBDTranslator
+from engine.llm.torch_lm import TorchCausalLM
+from engine.answer.predictive import PredGen
+from engine.translate.biased_retranslation import ARRetranslator, SSBDTranslator
 
 
 class CharTok:

@@ -13,7 +13,7 @@ import pytest
 
 from app.export import cues, items, to_srt, to_txt
 from app.journal import SESSION_GAP_S, Journal, read_journal, session_offsets
-from engine.events import FinalTranscript, PartialTranscript
+from engine.core.events import FinalTranscript, PartialTranscript
 from engine.pipeline import AudioQueue, EventQueue
 
 from .conftest import QUESTION, ROOT, run_cli
@@ -182,9 +182,9 @@ def test_asr_that_falls_behind_catches_up_and_says_so():
     import numpy as np
 
     from audio.sources import ArraySource
-    from engine.events import Word
+    from engine.core.events import Word
     from engine.pipeline import Backlog, StreamingTranscriber
-    from engine.streaming_asr import BackendResult
+    from engine.asr.streaming import BackendResult
 
     class SlowThenFast:
         name = "slow"

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from engine.generate import LMSession, TextStreamer, greedy_stream
-from engine.lm import CausalLM, TorchCausalLM
+from engine.llm.generate import LMSession, TextStreamer, greedy_stream
+from engine.llm.protocol import CausalLM
+from engine.llm.torch_lm import TorchCausalLM
 
 
 def _prompt(lm, text="Name three primary colors."):
@@ -90,9 +91,9 @@ def test_text_streamer_holds_back_partial_utf8(qwen_small):
 def test_whisper_decoders_sit_behind_the_protocol(runtime, jfk_audio):
     """The torch Whisper decoder is a CausalLM; CTranslate2's (no logits, no cache) is a TokenScorer whose one-pass
     probabilities of a transcript agree with the torch port's rows (same weights, int8 vs float32)."""
-    from engine import verify as V
-    from engine.ct2_whisper import CT2WhisperDecoder
-    from engine.lm import TokenScorer
+    from engine.core import verify as V
+    from engine.asr.whisper_ct2 import CT2WhisperDecoder
+    from engine.llm.protocol import TokenScorer
 
     ws = runtime.whisper_ssd()
     sv, enc = ws.encode(jfk_audio)
@@ -148,8 +149,8 @@ def test_llama_cpp_eval_is_cancelled_within_the_pass_and_leaves_the_cache_as_it_
 
 
 def test_amx_is_read_from_the_cpu_flags(tmp_path):
-    """engine.lm.cpu_has_amx reads the ``amx_tile`` flag (llama.cpp's AMX weight buffers are then not used)."""
-    from engine.lm import cpu_has_amx
+    """engine.llm.llama_cpp_lm.cpu_has_amx reads the ``amx_tile`` flag (llama.cpp's AMX weight buffers are then not used)."""
+    from engine.llm.llama_cpp_lm import cpu_has_amx
 
     amx, plain = tmp_path / "amx", tmp_path / "plain"
     amx.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f amx_bf16 amx_tile amx_int8\n")

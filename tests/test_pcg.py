@@ -7,8 +7,8 @@ import pickle
 import numpy as np
 import pytest
 
-from engine.pcg import AcousticGroups
-from engine.verify import pcg_residual, pcg_step, sample_categorical, sd_step
+from engine.speech.coarse_grained_sampling import AcousticGroups
+from engine.core.verify import pcg_residual, pcg_step, sample_categorical, sd_step
 
 
 def chi2_critical(df: int, z: float = 3.29) -> float:
@@ -169,10 +169,10 @@ def test_a_pickle_in_the_cache_is_never_read(tmp_path):
 
 
 def test_incremental_cache_sync_matches_sync_cache():
-    """speculative_generate's O(new tokens) cache sync crops and feeds exactly as engine.verify.sync_cache, over a
+    """speculative_generate's O(new tokens) cache sync crops and feeds exactly as engine.core.verify.sync_cache, over a
     context that grows the way the sampler grows it (accepted drafts, then a replacement or bonus token)."""
-    from engine.pcg import _sync
-    from engine.verify import sync_cache
+    from engine.speech.coarse_grained_sampling import _sync
+    from engine.core.verify import sync_cache
 
     class Cache:
         def __init__(self):

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from engine.predgen import PredGen, first_sentence
+from engine.answer.predictive import PredGen, first_sentence
 
 from .conftest import same_or_near_tie
 
@@ -125,8 +125,8 @@ def test_first_piece_may_be_a_clause(qwen_small):
 
 
 def test_conversation_speculates_then_answers(qwen_small, runtime):
-    from engine.assistant import Conversation, PredGenAssistant
-    from engine.events import AnswerAudio, AnswerDone
+    from engine.answer.assistant import Conversation, PredGenAssistant
+    from engine.core.events import AnswerAudio, AnswerDone
 
     events = []
     a = PredGenAssistant(qwen_small, runtime.tts(), SYSTEM, max_tokens=30, emit=events.append,
@@ -158,8 +158,8 @@ TOPICS = ["the moon", "bread", "rain", "chess", "music", "a bicycle", "the ocean
 def test_forty_turn_conversation_fits_context_and_reuses_kv_exactly(runtime, kind):
     """History is trimmed oldest-first so prompt + answer fit n_ctx; every answer equals a fresh prefill of the
     same trimmed prompt (the reused KV cache of the kept turns is exact)."""
-    from engine.assistant import Assistant, PredGenAssistant
-    from engine.generate import LMSession, greedy_stream
+    from engine.answer.assistant import Assistant, PredGenAssistant
+    from engine.llm.generate import LMSession, greedy_stream
 
     from .conftest import same_or_near_tie
 
@@ -219,7 +219,7 @@ def test_odd_partial_streams_give_a_result_or_a_clear_skip(tmp_path, pg_factory)
 def test_update_gives_the_cpu_back_within_one_prefill_chunk(pg_factory):
     """A newer partial arriving mid-update stops it after the pre-fill chunk in flight: the candidate is kept, the
     cache holds a prefix of the new prompt, and the next update continues from there."""
-    from engine.predgen import PREFILL_CHUNK
+    from engine.answer.predictive import PREFILL_CHUNK
 
     pg = pg_factory("greedy", tokens_per_update=4)
     pg.update("Tell me")
@@ -248,8 +248,8 @@ def test_update_gives_the_cpu_back_within_one_prefill_chunk(pg_factory):
 
 
 def test_speculation_waits_while_an_asr_decode_runs(pg_factory):
-    """engine.cpu policy: no speculative forward pass starts while a streaming-ASR decode is in flight."""
-    from engine.cpu import ASR
+    """engine.core.cpu policy: no speculative forward pass starts while a streaming-ASR decode is in flight."""
+    from engine.core.cpu import ASR
 
     pg = pg_factory("greedy", tokens_per_update=3)
     starts = []
@@ -281,9 +281,9 @@ def test_speculation_waits_while_an_asr_decode_runs(pg_factory):
 
 
 def test_predgen_acceptance_goes_through_the_core(pg_factory, monkeypatch):
-    """Break engine.verify's greedy rule once (accept every draft token): PredGen's final answer then keeps a stale
+    """Break engine.core.verify's greedy rule once (accept every draft token): PredGen's final answer then keeps a stale
     candidate that greedy decoding of the final prompt rejects — so PredGen's acceptance is the core's."""
-    import engine.verify as V
+    import engine.core.verify as V
 
     partial, final = "Name one fruit that is red", "Name one vegetable that is green."
     ref = pg_factory("greedy").finish(final).answer_tokens  # the cascade's answer
@@ -299,7 +299,7 @@ def test_predgen_acceptance_goes_through_the_core(pg_factory, monkeypatch):
 def test_conversation_holds_a_queued_final_when_the_user_goes_on():
     """The user speaks again before the previous final transcript was answered: that final is held and answered
     together with the next one (one turn), never answered over the user; an answer already heard is not repeated."""
-    from engine.assistant import Conversation
+    from engine.answer.assistant import Conversation
 
     class Recorder:  # the job policy only: Conversation calls answer/speculate/emit
         def __init__(self):
@@ -343,8 +343,8 @@ def test_barge_in_keeps_only_what_was_heard_in_the_history(qwen_small, runtime, 
     """Playback stopped by a barge-in with the second sentence's audio (and later ones) never played: the history's
     answer is the first sentence only; with nothing dropped, or all of it, the history keeps the answer as
     generated (real Qwen 0.5B and Piper)."""
-    from engine.assistant import Assistant, Conversation, PredGenAssistant
-    from engine.events import AnswerAudio
+    from engine.answer.assistant import Assistant, Conversation, PredGenAssistant
+    from engine.core.events import AnswerAudio
 
     events = []
     cls = Assistant if kind == "cascade" else PredGenAssistant

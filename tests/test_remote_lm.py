@@ -25,9 +25,9 @@ from tests.conftest import same_or_near_tie
 
 pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extras (fastapi, uvicorn, ...) missing")
 
-from engine.generate import LMSession, greedy_stream  # noqa: E402
-from engine.verify import log_softmax  # noqa: E402
-from engine.remote_lm import NoPromptLogprobsError, RemoteLM, RemoteLMError, TokenizerMismatchError  # noqa: E402
+from engine.llm.generate import LMSession, greedy_stream  # noqa: E402
+from engine.core.verify import log_softmax  # noqa: E402
+from engine.llm.remote.adapter import NoPromptLogprobsError, RemoteLM, RemoteLMError, TokenizerMismatchError  # noqa: E402
 
 N_CTX = 2048
 
@@ -44,7 +44,7 @@ class LlamaServer:
     def __init__(self, gguf, timeout_s: float = 180.0):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = ["nice", "-n", "19", sys.executable, "-m", "engine.llama_server", "--model", str(gguf),
+        cmd = ["nice", "-n", "19", sys.executable, "-m", "engine.llm.llama_server", "--model", str(gguf),
                "--logits_all", "true", "--n_threads", "1", "--n_threads_batch", "1", "--n_ctx", str(N_CTX),
                "--port", str(self.port), "--host", "127.0.0.1", "--verbose", "false"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -86,7 +86,7 @@ def remote(server, small_gguf):
 
 @pytest.fixture(scope="module")
 def local(small_gguf):
-    from engine.lm import LlamaCppLM
+    from engine.llm.llama_cpp_lm import LlamaCppLM
 
     return LlamaCppLM(small_gguf, n_ctx=N_CTX, n_threads=1)
 
@@ -169,7 +169,7 @@ def test_streamed_decoding_is_one_request_with_in_process_tokens(remote, local):
 def test_predgen_final_decode_is_one_request(remote, local):
     """After the final verification, the whole answer is ONE streamed request (not one request per token), and
     it is the in-process answer."""
-    from engine.predgen import PredGen
+    from engine.answer.predictive import PredGen
 
     def run(lm):
         pg = PredGen(lm, None, "Answer in two short sentences.", verifier="greedy", max_tokens=32)
@@ -193,8 +193,8 @@ def test_predgen_final_decode_is_one_request(remote, local):
 
 
 def test_killed_server_raises_and_assistant_reports_an_error(small_gguf):
-    from engine.assistant import Assistant
-    from engine.events import AnswerDone, Error
+    from engine.answer.assistant import Assistant
+    from engine.core.events import AnswerDone, Error
 
     srv = LlamaServer(small_gguf)
     try:
@@ -217,8 +217,8 @@ def test_killed_server_raises_and_assistant_reports_an_error(small_gguf):
 
 def test_server_killed_mid_answer_is_an_error_event(small_gguf):
     """The server dies while it streams the answer: a RemoteLMError → Error event, the turn ends, no hang."""
-    from engine.assistant import Assistant
-    from engine.events import AnswerDelta, AnswerDone, Error
+    from engine.answer.assistant import Assistant
+    from engine.core.events import AnswerDelta, AnswerDone, Error
 
     srv = LlamaServer(small_gguf)
     try:
@@ -288,7 +288,7 @@ class _Fake(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake_server(small_gguf):
-    from engine.remote_lm import LocalTokenizer
+    from engine.llm.remote.adapter import LocalTokenizer
 
     _Fake.tok = LocalTokenizer(small_gguf)
     _Fake.wrong_tokens = False
@@ -334,7 +334,7 @@ def test_unreachable_server_is_a_clear_error(small_gguf):
 # ------------------------------------------------------------------------------ PredGen / SSBD equality (slow)
 @pytest.mark.slow
 def test_predgen_greedy_same_answer_as_in_process(remote, local):
-    from engine.predgen import PredGen
+    from engine.answer.predictive import PredGen
 
     stream = ["What is the", "What is the capital of", "What is the capital of France?"]
 
@@ -363,7 +363,7 @@ def test_predgen_greedy_same_answer_as_in_process(remote, local):
 
 @pytest.mark.slow
 def test_ssbd_greedy_same_translation_as_in_process(remote, local):
-    from engine.ssbd import SSBDTranslator
+    from engine.translate.biased_retranslation import SSBDTranslator
 
     sources = ["The weather", "The weather is nice", "The weather is nice today."]
 

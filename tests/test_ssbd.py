@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from engine.generate import LMSession
-from engine.ssbd import ARRetranslator, SSBDTranslator, erasure, normalized_erasure, words
+from engine.llm.generate import LMSession
+from engine.translate.biased_retranslation import ARRetranslator, SSBDTranslator
+from engine.translate.stream_metrics import erasure, normalized_erasure, words
 
 from .conftest import same_or_near_tie
 
@@ -82,7 +83,7 @@ def test_mask_k_trims_the_draft_display_only_hides_the_tail(qwen_small):
 def test_ssbd_acceptance_goes_through_the_core(qwen_small, monkeypatch):
     """A wrong draft: the real Eq. 5 rule rejects it where it goes wrong (and the model's evaluations are one pass
     over prompt ⊕ draft, then one per new token); the core broken to accept every draft token keeps it all."""
-    from engine import verify as V
+    from engine.core import verify as V
 
     wrong = qwen_small.tokenize("Ein Mann mit einem orangefarbenen Hut schläft tief im Garten.")
     ar = ARRetranslator(qwen_small, "German").translate_ssbd(SRC, final=True)
@@ -115,7 +116,7 @@ def test_partial_updates_in_chunks_pause_and_cancel(qwen_small, monkeypatch, met
     output), calls ``pause`` before each pass, and stops at once when cancelled (the draft is kept)."""
     import threading
 
-    import engine.ssbd as S
+    import engine.translate.biased_retranslation as S
 
     monkeypatch.setattr(S, "VERIFY_CHUNK", 8)
     make = (lambda: SSBDTranslator(qwen_small, "German", beta=0.0, mask_k=0)) if method == "ssbd" else (
@@ -140,7 +141,7 @@ def test_a_partial_cancelled_while_decoding_keeps_the_rest_of_its_draft(qwen_sma
     transcript — a draft of a few tokens: the rest of the draft it verified is kept after its output."""
     import threading
 
-    import engine.ssbd as S
+    import engine.translate.biased_retranslation as S
 
     monkeypatch.setattr(S, "VERIFY_CHUNK", 4096)  # the verification is one pass: pause() #1, then one per step
     tr = SSBDTranslator(qwen_small, "German", beta=0.0, mask_k=0)

@@ -3,8 +3,8 @@
 import jiwer
 import pytest
 
-from engine.events import FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, Word
-from engine.streaming_asr import HypothesisBuffer, OnlineASRProcessor
+from engine.core.events import FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, Word
+from engine.asr.streaming import HypothesisBuffer, OnlineASRProcessor
 
 from .conftest import JFK_TEXT
 
@@ -45,7 +45,7 @@ class ScriptedBackend:
         self.doubtful = list(doubtful)  # per decode: whether it failed the guards even after the re-decodes
 
     def transcribe(self, audio, prompt=""):
-        from engine.streaming_asr import BackendResult
+        from engine.asr.streaming import BackendResult
 
         words = self.hyps.pop(0) if len(self.hyps) > 1 else self.hyps[0]
         doubtful = self.doubtful.pop(0) if self.doubtful else False
@@ -155,7 +155,7 @@ def test_a_committed_word_is_not_lost_when_a_later_decode_times_it_differently_a
     final decode of the trimmed buffer, which hears only its last bit, did not bring it back)."""
     import numpy as np
 
-    from engine.streaming_asr import BackendResult
+    from engine.asr.streaming import BackendResult
 
     def ws(*items):
         return [Word(a, b, " " + t) for t, a, b in items]
@@ -196,7 +196,7 @@ def test_the_words_that_leave_a_trimmed_buffer_keep_the_latest_decodes_text():
     from the trim on (trim_latest off: the committed words stay)."""
     import numpy as np
 
-    from engine.streaming_asr import BackendResult
+    from engine.asr.streaming import BackendResult
 
     def ws(*items):
         return [Word(a, b, " " + t) for t, a, b in items]
@@ -268,8 +268,8 @@ def test_ar_backend_decodes_the_final_text_with_beam_search(runtime, jfk_path, m
     """SSDCT2Backend.transcribe_final runs CTranslate2's beam search of width final_beam_size (plain AR only; SSD
     verifies against greedy and ignores it); on jfk.flac the beam text is right."""
     from audio.io import load_audio
-    from engine import ct2_whisper
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr import whisper_ct2 as ct2_whisper
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     audio = load_audio(jfk_path)
     seen = []
@@ -294,7 +294,7 @@ def test_ar_backend_decodes_the_final_text_with_beam_search(runtime, jfk_path, m
 def test_pipeline_on_jfk_emits_partials_then_final(runtime, jfk_path, role):
     from audio.sources import FileSource
     from engine.pipeline import StreamingTranscriber
-    from engine.streaming_asr import FasterWhisperBackend
+    from engine.asr.streaming import FasterWhisperBackend
 
     be = FasterWhisperBackend(runtime.model(role).path)
     events = []
@@ -344,7 +344,7 @@ class OracleBackend:
         return out
 
     def transcribe(self, audio, prompt=""):
-        from engine.streaming_asr import BackendResult
+        from engine.asr.streaming import BackendResult
 
         self.decodes += 1
         t0 = float(audio[0]) * 100.0
@@ -405,7 +405,7 @@ def test_the_final_decode_verifies_its_draft_exactly(runtime, jfk_path):
     is greedy decoding's, whatever the draft (right, wrong from the middle, wrong from the start), for plain AR and
     for SSD (whose partials use the relaxed τ_SLM); a right draft is accepted up to its first token with p ≤ 1/2."""
     from audio.io import load_audio
-    from engine.ssd_asr import SSDCT2Backend
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
     audio = load_audio(jfk_path)
     m = runtime.whisper_ssd()

@@ -1,6 +1,6 @@
-"""The streaming sentence splitter that feeds TTS (engine.text)."""
+"""The streaming sentence splitter that feeds TTS (engine.answer.sentences)."""
 
-from engine.text import SentenceSplitter
+from engine.answer.sentences import SentenceSplitter
 
 
 def feed(text: str, **kw) -> list[str]:

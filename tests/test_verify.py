@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine import verify as V
+from engine.core import verify as V
 
 
 def rows_from(probs):

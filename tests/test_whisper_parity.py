@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine.whisper_torch import TorchWhisper
+from engine.asr.whisper_torch import TorchWhisper
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.whisper_tokenizer import load_hf_tokenizer, repair_bpe_merges
+from engine.asr.tokenizer import load_hf_tokenizer, repair_bpe_merges
 
 
 def _dir(runtime, role) -> Path:

@@ -9,7 +9,7 @@ The draft is the target's first ``draft_layers`` transformer layers with its own
 is a 3-layer subset of LLaSA-8B). Both are driven through :class:`CodecLMSession`, which follows the project's
 causal-LM protocol (``eval(tokens) → logits at every position``, ``crop(n)``). The samplers that drive it —
 target-only AR, standard speculative sampling, SSD-style constant bias, PCG (Algorithm 1) — live with the other
-speculative algorithms, in :mod:`engine.pcg`; this package holds models only. Sessions run the model on ONNX Runtime
+speculative algorithms, in :mod:`engine.speech.coarse_grained_sampling`; this package holds models only. Sessions run the model on ONNX Runtime
 (:class:`CodecLMRuntime`: the module's weights written as an ONNX graph, KV cache updated in place), the torch module
 being the reference.
 """
@@ -346,7 +346,7 @@ def runtime_for(lm, threads: int = 1) -> CodecLMRuntime:
 
 
 class CodecLMSession:
-    """:class:`engine.lm.CausalLM` over one utterance of the codec LM.
+    """:class:`engine.llm.protocol.CausalLM` over one utterance of the codec LM.
 
     ``eval(tokens)`` feeds inputs at positions n_past.. (tokens are codec ids 0..n_codes−1 or BOS = n_codes; the
     per-frame conditioning of those positions is added) and returns float32 logits (len(tokens), n_codes);

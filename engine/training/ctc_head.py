@@ -160,7 +160,7 @@ def _noise(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 # -------------------------------------------------------------------------------------------------------- whisper
 class Labeler:
     """CTranslate2 Whisper-base: int8 encoder output (the head's input) and greedy labels (the head's target),
-    computed as the streaming backend does (``engine.ssd_asr``: ``log_mel`` in a :class:`WindowPolicy` window)."""
+    computed as the streaming backend does (``engine.asr.ctc_self_speculative``: ``log_mel`` in a :class:`WindowPolicy` window)."""
 
     def __init__(self):
         from faster_whisper import WhisperModel
@@ -171,7 +171,7 @@ class Labeler:
 
         m = resolve("asr_target", load_config())
         self.model = WhisperModel(str(m.path), device="cpu", compute_type="int8", cpu_threads=THREADS)
-        from engine.whisper_tokenizer import repair_model_tokenizer
+        from engine.asr.tokenizer import repair_model_tokenizer
 
         repair_model_tokenizer(self.model, m.path)
         self.tok = Tokenizer(self.model.hf_tokenizer, self.model.model.is_multilingual, task="transcribe",
@@ -180,7 +180,7 @@ class Labeler:
     def encode(self, audio: np.ndarray, n_frames: int | None = None):
         """Encoder output of ``audio`` in a window of ``n_frames`` mel frames (default: the scaled
         ``WindowPolicy()``; 3000 = the padded 30 s window)."""
-        from engine.whisper_window import WindowPolicy, log_mel
+        from engine.asr.window import WindowPolicy, log_mel
 
         n_frames = WindowPolicy().n_frames(len(audio)) if n_frames is None else n_frames
         return self.model.encode(log_mel(self.model.feature_extractor, audio, n_frames))
@@ -194,7 +194,7 @@ class Labeler:
 
 
 def _norm(s: str) -> str:
-    from engine.ctc_draft import normalize_text
+    from engine.asr.ctc_draft import normalize_text
 
     return " ".join(re.sub(r"[^a-z0-9' ]", " ", normalize_text(s).lower()).split())
 
@@ -352,7 +352,7 @@ ARCH = {"channels": 256, "kernel": 5, "blocks": 3, "dropout": 0.1}
 
 def load_shards(max_cer: float = 0.4):
     """(features, target ids, labels, audio seconds, padded flags) of the windows whose label passed the filter."""
-    from engine.ctc_draft import encode_text
+    from engine.asr.ctc_draft import encode_text
 
     feats, targets, labels, secs, padded = [], [], [], [], []
     for p in sorted(CACHE.glob("shard_*.npz")):
@@ -395,7 +395,7 @@ def train(epochs: int = 8, lr: float = 2e-3, seed: int = 0, init: str | None = N
     architecture), None trains from scratch. Writes the head and config.json to assets/ctc_head."""
     import torch
 
-    from engine.ctc_draft import ASSET_DIR, build_head, greedy_path
+    from engine.asr.ctc_draft import ASSET_DIR, build_head, greedy_path
 
     torch.set_num_threads(THREADS)
     torch.manual_seed(seed)
@@ -497,7 +497,7 @@ def evaluate(heads: dict[str, str | Path] | None = None, write: bool = True) -> 
       repetition loop as the backend's guard cuts it.
     """
     from audio.io import load_audio
-    from engine.ctc_draft import ASSET_DIR, CTCHead
+    from engine.asr.ctc_draft import ASSET_DIR, CTCHead
 
     heads = heads or {"head": ASSET_DIR}
     models = {k: CTCHead(v) for k, v in heads.items()}
@@ -534,7 +534,7 @@ def evaluate(heads: dict[str, str | Path] | None = None, write: bool = True) -> 
 
 def _unloop(text: str) -> str:
     """``text`` cut at its first word-level repetition loop, as the backend's DecodeGuard cuts a decode."""
-    from engine.whisper_window import loop_start
+    from engine.asr.window import loop_start
 
     w = text.split()
     i = loop_start(w, min_span=6)
@@ -570,7 +570,7 @@ def score_rows(rows: list[dict], heads: list[str], jfk_name: str = "jfk.flac") -
 def write_card(ev: dict, main: str = "head", old: str | None = None) -> None:
     """assets/ctc_head/card.md from config.json and an :func:`evaluate` result (``old``: a second head in it,
     shown beside ``main`` for comparison)."""
-    from engine.ctc_draft import ASSET_DIR
+    from engine.asr.ctc_draft import ASSET_DIR
 
     cfg = json.loads((ASSET_DIR / "config.json").read_text())
     S = ev["sets"]
@@ -606,11 +606,11 @@ def write_card(ev: dict, main: str = "head", old: str | None = None) -> None:
                 if cfg.get("init") == "shipped head" else "from scratch: ")
     card = f"""# CTC draft head on the frozen Whisper-base encoder
 
-Self-speculative draft for `engine/ssd_asr.py` (ctc_self_speculative_asr.txt). Made by
+Self-speculative draft for `engine/asr/ctc_self_speculative.py` (ctc_self_speculative_asr.txt). Made by
 `python -m engine.training.ctc_head all` (data → train → eval), seeded, on a CPU.
 
 * **Input**: Whisper-base encoder output (CTranslate2 int8, as the streaming ASR computes it), 20 ms per frame,
-  of the length-scaled window (`engine.whisper_window.WindowPolicy()`: the buffered audio + 4 s of silence, at
+  of the length-scaled window (`engine.asr.window.WindowPolicy()`: the buffered audio + 4 s of silence, at
   least 6 s) or of the padded 30 s window (1500 frames). The head reads the frames that hold audio
   (`ceil(samples / 320)`). The encoder is frozen (never updated), so the draft shares the target's encoder.
 * **Architecture**: LayerNorm → Linear(512→{cfg['arch']['channels']}) → {cfg['arch']['blocks']} residual blocks
@@ -672,7 +672,7 @@ def main(argv=None) -> int:
         train(a.epochs or (6 if a.adapt else 8), a.lr or (5e-4 if a.adapt else 2e-3),
               init="shipped" if a.adapt else None)
     if a.stage in ("eval", "all"):
-        from engine.ctc_draft import ASSET_DIR
+        from engine.asr.ctc_draft import ASSET_DIR
 
         heads = {"head": ASSET_DIR, **({"old": a.compare} if a.compare else {})}
         ev = evaluate(heads, write=False)

@@ -1,26 +1,8 @@
-"""The causal-LM protocol every speculative algorithm is written against, and its adapters.
+"""The causal-LM protocol (:mod:`engine.llm.protocol`) over llama.cpp (llama-cpp-python), in process.
 
-The protocol is deliberately small (STYLE.md: "small protocols make new algorithms cheap"):
-
-    lm.eval(tokens)  -> logits at every position, float32 array of shape (len(tokens), n_vocab);
-                        row i is the next-token distribution after tokens[i]. The tokens are appended
-                        after the ``lm.n_past`` tokens already in the KV cache.
-    lm.crop(n)       -> keep only the first n tokens of the KV cache (n <= n_past).
-    lm.tokenize(text, special=False) / lm.detokenize(ids)
-    lm.n_past, lm.n_vocab, lm.eos_ids
-
-Draft/target verification (CTC-SSD, SpecASR, PredGen, SSBD, PCG) is then: ``crop`` to the verified prefix, ``eval``
-the draft in one pass, compare the rows with the draft under one of the acceptance rules of :mod:`engine.verify`.
-
-Adapters:
-    * :class:`LlamaCppLM` — llama-cpp-python (GGUF; CPU, or GPU layers offloaded when built with CUDA/Metal).
-    * :class:`TorchCausalLM` — any transformers causal LM (``past_key_values`` DynamicCache).
-    * :class:`engine.whisper_torch.WhisperDecoderLM` — the torch Whisper decoder conditioned on one encoder output
-      (plus one-pass token-tree evaluation).
-    * :class:`tts.codec_lm.CodecLMSession` — the codec LM (target or draft layers) over one utterance.
-    * :class:`engine.ct2_whisper.CT2WhisperDecoder` — CTranslate2's Whisper decoder, which keeps no KV cache between
-      calls and returns no per-position logits: it implements the verification form, :class:`TokenScorer`
-      (p(draft token | prefix) for every draft token in one pass), and continues greedily from a prefix.
+:class:`LlamaCppLM` loads a GGUF (``logits_all=True`` so every position's logits can be read), keeps one KV
+cache and renders the GGUF's own chat template. On CPUs with AMX, llama.cpp's AMX weight repack crashes the first
+decode (ggml-org/llama.cpp#20824): :func:`keep_llama_weights_out_of_amx` turns it off once per process.
 """
 
 from __future__ import annotations
@@ -28,72 +10,11 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Iterator, Protocol, Sequence, runtime_checkable
+from typing import Sequence
 
 import numpy as np
 
-
-@runtime_checkable
-class CausalLM(Protocol):
-    """Evaluate tokens → logits at every position; crop the KV cache; (de)tokenize."""
-
-    n_vocab: int
-    eos_ids: frozenset[int]
-
-    @property
-    def n_past(self) -> int:
-        """Tokens currently held in the KV cache."""
-        ...
-
-    def eval(self, tokens: Sequence[int]) -> np.ndarray:
-        """Append ``tokens`` to the cache; return float32 logits of shape (len(tokens), n_vocab).
-
-        Raises:
-            ValueError: empty ``tokens`` or the context window would overflow.
-        """
-        ...
-
-    def crop(self, n: int) -> None:
-        """Keep the first ``n`` cached tokens (0 <= n <= n_past).
-
-        Raises:
-            ValueError: n out of range.
-        """
-        ...
-
-    def tokenize(self, text: str, special: bool = False) -> list[int]: ...
-
-    def detokenize(self, ids: Sequence[int]) -> str: ...
-
-
-@runtime_checkable
-class GreedyDecoder(Protocol):
-    """Optional capability of a :class:`CausalLM`: greedy decoding of a whole continuation in one call (an LLM
-    server's streamed completion). :func:`engine.generate.greedy_stream` and :class:`engine.generate.GreedySteps`
-    use it when the LM has it, else one ``eval`` per token. After a call, ``finish_reason`` (optional attribute)
-    says why it ended: "stop" (end of the answer), "length" or "cancel"."""
-
-    def generate(self, tokens: Sequence[int], max_tokens: int, stop_ids: frozenset[int] | set[int] = frozenset(),
-                 stop: Sequence[str] = (), cancel=None) -> Iterator[int]:
-        """Greedy continuation of ``tokens`` (the whole context; the KV cache is made to hold it): yield token ids
-        as they are decoded, until a stop id (not yielded), a stop string, ``max_tokens`` or ``cancel`` (a
-        ``threading.Event``). Afterwards the cache holds ``tokens`` ⊕ the yielded ids (``n_past`` says so).
-
-        Raises:
-            ValueError: empty ``tokens`` or the context window would overflow.
-        """
-        ...
-
-
-@runtime_checkable
-class TokenScorer(Protocol):
-    """The verification form of the protocol, for a decoder without per-position logits or a persistent cache."""
-
-    n_forward: int
-
-    def token_probs(self, context: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
-        """ONE pass over ``context`` ⊕ ``tokens``: float64 (len(tokens),), p(tokens[i] | context, tokens[<i])."""
-        ...
+from engine.llm.protocol import ModelLoadError
 
 
 def default_threads() -> int:
@@ -119,7 +40,7 @@ def keep_llama_weights_out_of_amx() -> bool:
     AMX buffer type on Sapphire Rapids-class CPUs, and the first decode there can crash the process with a
     segmentation fault (ggml-org/llama.cpp#20824, seen with the Qwen2.5 Q4_K_M GGUFs used here). Without the extra
     buffer types the weights stay in plain CPU buffers (the same weights, not repacked). Other CPUs load as
-    llama.cpp chooses. Called by :class:`LlamaCppLM` and :mod:`engine.llama_server`.
+    llama.cpp chooses. Called by :class:`LlamaCppLM` and :mod:`engine.llm.llama_server`.
     """
     if not cpu_has_amx():
         return False
@@ -274,79 +195,3 @@ class LlamaCppLM:
         fmt = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos,
                                   add_generation_prompt=add_generation_prompt)
         return fmt(messages=messages).prompt
-
-
-class TorchCausalLM:
-    """:class:`CausalLM` over a transformers causal LM (``AutoModelForCausalLM``), CPU or CUDA.
-
-    Args:
-        model: a loaded causal LM, or a local path / hub id to load; a ``.gguf`` file is dequantised to float32 by
-            transformers (needs the ``gguf`` and ``accelerate`` packages), e.g. the embedded Qwen GGUFs, so the
-            same weights run on an adapter whose batched and one-at-a-time logits agree.
-        tokenizer: its tokenizer (loaded from the same place when ``model`` is a path).
-    """
-
-    def __init__(self, model, tokenizer=None, device: str | None = None):
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
-
-        if isinstance(model, (str, Path)) and str(model).endswith(".gguf"):
-            p = Path(model)
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
-            model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=torch.float32)
-        elif isinstance(model, (str, Path)):
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(model))
-            model = AutoModelForCausalLM.from_pretrained(str(model))
-        self.torch = torch
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.model = model.to(self.device).eval()
-        self.tok = tokenizer
-        self.n_vocab = int(model.config.vocab_size)
-        eos = model.config.eos_token_id
-        self.eos_ids = frozenset(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-        self._cache_cls = DynamicCache
-        self.cache = DynamicCache()
-        self._n = 0
-
-    @property
-    def n_past(self) -> int:
-        return self._n
-
-    def eval(self, tokens: Sequence[int]) -> np.ndarray:
-        tokens = list(tokens)
-        if not tokens:
-            raise ValueError("eval() needs at least one token")
-        t = self.torch
-        ids = t.tensor([tokens], device=self.device)
-        pos = t.arange(self._n, self._n + len(tokens), device=self.device)[None]
-        with t.inference_mode():
-            out = self.model(input_ids=ids, past_key_values=self.cache, use_cache=True, position_ids=pos)
-        self.cache = out.past_key_values
-        self._n += len(tokens)
-        return out.logits[0].float().cpu().numpy()
-
-    def crop(self, n: int) -> None:
-        if not 0 <= n <= self._n:
-            raise ValueError(f"crop({n}) outside 0..{self._n}")
-        if n == 0:
-            self.cache = self._cache_cls()
-        elif n < self._n:
-            self.cache.crop(n - self._n)  # negative = tokens to remove (transformers 4.x and 5.x)
-        self._n = n
-
-    def tokenize(self, text: str, special: bool = False) -> list[int]:
-        return self.tok.encode(text, add_special_tokens=False, split_special_tokens=not special)
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.tok.decode(list(ids))
-
-    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        """The tokenizer's chat template when it has one, else a plain "Role: text" transcript."""
-        if getattr(self.tok, "chat_template", None):
-            return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
-        text = "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages)
-        return text + ("Assistant:" if add_generation_prompt else "")
-
-
-class ModelLoadError(RuntimeError):
-    """A model file exists but cannot be loaded."""

@@ -226,7 +226,7 @@ def load_whisper_torch(model_dir: str | Path, dtype=None):
 
 
 class CT2WhisperDecoder:
-    """:class:`engine.lm.TokenScorer` over CTranslate2's Whisper decoder for one encoder output.
+    """:class:`engine.llm.protocol.TokenScorer` over CTranslate2's Whisper decoder for one encoder output.
 
     CTranslate2 keeps no KV cache between calls and exposes no per-position logits, so verification is
     ``Whisper.align`` — ONE batched decoder pass that returns p(token | prefix) for every given token together with

@@ -1,8 +1,8 @@
 """CTC self-speculative decoding (SSD) of Whisper (ctc_self_speculative_asr.txt, §2, Eq. 2–7).
 
 One window of audio is encoded once (CTranslate2 int8 encoder, as faster-whisper does); the CTC head on that
-frozen encoder output drafts the transcript (:mod:`engine.ctc_draft`), and the Whisper decoder (torch, as an
-:class:`engine.lm.CausalLM`) only verifies it:
+frozen encoder output drafts the transcript (:mod:`engine.asr.ctc_draft`), and the Whisper decoder (torch, as an
+:class:`engine.llm.protocol.CausalLM`) only verifies it:
 
 1. Eq. 3 — if every frame entropy of the CTC output is < τ_CTC, the draft ŷ is final (no decoder pass);
 2. Eq. 5 — else ŷ, tokenised with the Whisper tokenizer after the prompt, is scored in ONE decoder pass and
@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from . import verify as V
-from .ct2_whisper import CT2WhisperDecoder
-from .ctc_draft import CTCDraft
-from .events import Word
-from .streaming_asr import SAMPLE_RATE, BackendResult
-from .whisper_tokenizer import repair_model_tokenizer
-from .whisper_window import DecodeGuard, WindowPolicy, log_mel, skipped_regions, split_point
+from engine.core import verify as V
+from engine.asr.whisper_ct2 import CT2WhisperDecoder
+from engine.asr.ctc_draft import CTCDraft
+from engine.core.events import Word
+from engine.asr.streaming import SAMPLE_RATE, BackendResult
+from engine.asr.tokenizer import repair_model_tokenizer
+from engine.asr.window import DecodeGuard, WindowPolicy, log_mel, skipped_regions, split_point
 
 PRESETS = {"high_accuracy": (0.7, 0.2), "high_rtfx": (3.0, 0.1)}
 
@@ -93,8 +93,8 @@ def merge_drafts(previous: str, ctc: str) -> str:
 
 
 class SSDDecoder:
-    """Eq. 3/5/6 over a :class:`engine.whisper_torch.TorchWhisper` decoder (its :class:`engine.lm.CausalLM`), Eq. 5
-    by :func:`engine.verify.prob_threshold` on the suppressed verification rows.
+    """Eq. 3/5/6 over a :class:`engine.asr.whisper_torch.TorchWhisper` decoder (its :class:`engine.llm.protocol.CausalLM`), Eq. 5
+    by :func:`engine.core.verify.prob_threshold` on the suppressed verification rows.
 
     Args:
         whisper: TorchWhisper (decoder used for verification and AR).
@@ -242,7 +242,7 @@ class WhisperSSD:
     def whisper(self):
         """The torch port of the same weights (decoder with KV-cache control), loaded on first use."""
         if self._whisper is None:
-            from .whisper_torch import TorchWhisper
+            from engine.asr.whisper_torch import TorchWhisper
 
             self._whisper = TorchWhisper(self.model_dir, device=self.device)
         return self._whisper
@@ -251,7 +251,7 @@ class WhisperSSD:
     def head(self):
         """The CTC head (loaded on first use; FileNotFoundError if none was trained/shipped)."""
         if self._head is None:
-            from .ctc_draft import CTCHead
+            from engine.asr.ctc_draft import CTCHead
 
             self._head = CTCHead(self._head_dir, device=self.device)
         return self._head
@@ -281,7 +281,7 @@ class WhisperSSD:
 
     def encode(self, audio: np.ndarray, n_frames: int | None = None):
         """Encode float32 16 kHz audio (n ≤ 480000 samples) in a window of ``n_frames`` mel frames (default: this
-        model's :class:`~engine.whisper_window.WindowPolicy`; 3000 = the padded 30 s window).
+        model's :class:`~engine.asr.window.WindowPolicy`; 3000 = the padded 30 s window).
 
         Returns:
             (CTranslate2 StorageView (1, n_frames / 2, d_model), torch float tensor of the same values).
@@ -320,7 +320,7 @@ class WhisperSSD:
 
 def transcribe_in_pieces(backend, audio: np.ndarray, prompt: str, max_s: float) -> BackendResult:
     """Decode audio longer than one window with ``backend.transcribe``: cut at the quietest moment before
-    ``max_s`` seconds (:func:`engine.whisper_window.split_point`), decode the first piece, then the rest (split
+    ``max_s`` seconds (:func:`engine.asr.window.split_point`), decode the first piece, then the rest (split
     again if needed) prompted with the text so far. Word times are relative to the start of ``audio``; numeric
     stats are summed, ``pieces`` counts the windows."""
     cut = split_point(audio, max_s)
@@ -344,7 +344,7 @@ def segment_ends(words: list[Word]) -> list[float]:
 
 
 class SSDBackend:
-    """Streaming ASR backend (:class:`engine.streaming_asr.ASRBackend`) decoding every re-decode with SSD.
+    """Streaming ASR backend (:class:`engine.asr.streaming.ASRBackend`) decoding every re-decode with SSD.
 
     The previous hypothesis of the same growing buffer (same first samples, longer audio) is merged into the
     draft (:func:`merge_drafts`); Eq. 3 still looks at the CTC draft alone.
@@ -415,10 +415,10 @@ class SSDCT2Backend:
 
     With ``speculate=False`` it is the plain greedy AR backend (``asr.method=ar``): the same encoder window, guards
     and calls without a draft. The same three steps as :class:`SSDDecoder`, with the CTranslate2 decoder behind
-    :class:`engine.ct2_whisper.CT2WhisperDecoder` instead of the torch decoder:
+    :class:`engine.asr.whisper_ct2.CT2WhisperDecoder` instead of the torch decoder:
     Eq. 5's per-token probabilities p(ŷ_i | ŷ_<i, x) come from ``Whisper.align`` — ONE batched decoder pass that
     also yields the word timestamps every update needs anyway — and are accepted by
-    :func:`engine.verify.threshold_accepted`; Eq. 6 continues greedy AR from the longest verified prefix with
+    :func:`engine.core.verify.threshold_accepted`; Eq. 6 continues greedy AR from the longest verified prefix with
     ``generate`` (the prefix is re-read in one batched pass; CTranslate2 keeps no KV cache between calls). A fully verified draft costs one ``generate`` step that returns <|endoftext|> (or continues if
     the draft is a prefix, e.g. the previous hypothesis), and its alignment is reused. Same counters as
     :class:`SSDBackend`.
@@ -467,7 +467,7 @@ class SSDCT2Backend:
         ``final_beam_size`` (``asr.final_beam_size``); SSD decodes it as any other update.
 
         ``draft``: text the caller expects (the streaming hypothesis of a whole utterance): verified in one
-        decoder pass and accepted by :func:`engine.verify.majority_accepted`, then greedy decoding continues from
+        decoder pass and accepted by :func:`engine.core.verify.majority_accepted`, then greedy decoding continues from
         the accepted prefix, so the text is exactly greedy decoding's (for every method: the final decode of a
         whole utterance does not use SSD's relaxed τ_SLM); ignored under beam search."""
         beam = self.final_beam_size if not self.speculate and self.final_beam_size > 1 else None
@@ -558,7 +558,7 @@ class SSDCT2Backend:
     def _fill_skipped(self, audio: np.ndarray, words: list[Word], prompt: str, stats: dict) -> list[Word]:
         """Whisper can skip a whole sentence (no word, or one stretched word, over seconds of loud audio): decode
         such a stretch alone, greedily, prompted with the words before it, and put its words in place (at most two
-        per window; :func:`engine.whisper_window.skipped_regions`)."""
+        per window; :func:`engine.asr.window.skipped_regions`)."""
         regions = skipped_regions(audio, words)[:2]
         for a, b, k in reversed(regions):  # from the end, so earlier indices stay valid
             i = k if k is not None else sum(1 for w in words if w.end <= a + 1e-6)
@@ -585,7 +585,7 @@ class SSDCT2Backend:
                        beam_size: int | None = None, draft_text: str | None = None) -> "_WindowDecode":
         """One encoder window and one decode (SSD Eq. 3/5/6, or AR when ``speculate`` is False: beam search of
         width ``beam_size``, default ``self.beam_size``). ``draft_text`` (with ``speculate`` False): a caller's
-        draft, verified exactly (:func:`engine.verify.majority_accepted`) before greedy decoding continues."""
+        draft, verified exactly (:func:`engine.core.verify.majority_accepted`) before greedy decoding continues."""
         exact = draft_text is not None and not speculate
         n = len(audio)
         t0 = time.perf_counter()

@@ -7,11 +7,11 @@ Each streaming update re-translates the grown source X^T, using the previous out
                equals the draft token; at the first divergence keep the chosen token and stop
     line 13    crop the KV cache at the divergence (kv_cache_clear(i, −1))
     line 14–20 continue greedy AR until EOS
-β = 0 is plain self-speculative re-translation; the AR baseline (engine.caption.Translator) decodes from scratch.
+β = 0 is plain self-speculative re-translation; the AR baseline (engine.translate.translator.Translator) decodes from scratch.
 
-Partial updates give the CPU back (the caption thread's job policy, engine.caption.CaptionLoop): the forward pass
+Partial updates give the CPU back (the caption thread's job policy, engine.translate.caption_loop.CaptionLoop): the forward pass
 over the uncached prompt ⊕ draft runs in chunks of :data:`VERIFY_CHUNK` tokens and each chunk or decode step first
-calls ``pause`` (waiting out a streaming-ASR decode, engine.cpu) and checks ``cancel`` (a newer job is waiting), so a
+calls ``pause`` (waiting out a streaming-ASR decode, engine.core.cpu) and checks ``cancel`` (a newer job is waiting), so a
 stale partial stops within one chunk. The rows are those of the one-pass verification; a final update is one pass.
 
 Flicker control:
@@ -26,22 +26,22 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import verify as V
-from .caption import Translator, same_source
+from engine.core import verify as V
+from engine.translate.stream_metrics import SSBDUpdate, StreamStats
+from engine.translate.translator import Translator, same_source
 
 #: tokens per forward pass of a cancellable (partial) verification pass: on this 2-core CPU 32-token passes cost
 #: ≈ 15 % more than one pass over a 93-token prompt ⊕ draft; the streaming ASR gets the CPU between passes, and a
-#: cancel stops a pass at once on llama.cpp (its abort callback, :meth:`engine.lm.LlamaCppLM.eval_cancellable`)
+#: cancel stops a pass at once on llama.cpp (its abort callback, :meth:`engine.llm.llama_cpp_lm.LlamaCppLM.eval_cancellable`)
 VERIFY_CHUNK = 32
 
 
 def eval_chunked(session, prompt: list[int], draft: list[int], cancel: threading.Event | None = None,
                  pause=None, chunk: int | None = None) -> np.ndarray | None:
-    """:meth:`engine.generate.LMSession.eval_draft` in passes of at most ``chunk`` tokens (default
+    """:meth:`engine.llm.generate.LMSession.eval_draft` in passes of at most ``chunk`` tokens (default
     :data:`VERIFY_CHUNK`), calling ``pause()`` before each pass and stopping (None) when ``cancel`` is set —
     between passes, and within a pass on an adapter that can abort one (llama.cpp). The cache then holds the
     evaluated part of prompt ⊕ draft (all of it unless cancelled). One pass when neither is given.
@@ -72,21 +72,6 @@ def eval_chunked(session, prompt: list[int], draft: list[int], cancel: threading
     return np.concatenate(rows)[len(feed) - len(draft) - 1 :]
 
 
-@dataclass
-class SSBDUpdate:
-    """One update. Token counts are LLM tokens: ``draft`` D, ``accepted`` A, ``output`` O."""
-
-    source: str
-    tokens: list[int]
-    text: str
-    stable_text: str  # what the caption shows (display-only mask-k hides the tail)
-    tail_text: str
-    draft: int
-    accepted: int
-    output: int
-    forward_passes: int
-    compute_s: float
-    final: bool
 
 
 def reuse_final(translator, source: str, final: bool, cancel: threading.Event | None) -> SSBDUpdate | None:
@@ -105,16 +90,8 @@ def reuse_final(translator, source: str, final: bool, cancel: threading.Event | 
     return u
 
 
-def words(text: str) -> list[str]:
-    """Tokens for erasure counting: sacrebleu's 13a tokenisation (words and punctuation)."""
-    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
-
-    return Tokenizer13a()(text.strip()).split()
 
 
-def erasure(prev: list[str], cur: list[str]) -> int:
-    """Eq. 3: E(i) = |Y^{i-1}| − |LCP(Y^{i-1}, Y^i)|."""
-    return len(prev) - V.common_prefix(prev, cur)
 
 
 def mask_tail(lm, tokens: list[int], k: int) -> tuple[str, str]:
@@ -132,49 +109,8 @@ def mask_tail(lm, tokens: list[int], k: int) -> tuple[str, str]:
     return stable, full[len(stable):]
 
 
-def normalized_erasure(displayed: list[str]) -> float:
-    """Eq. 4: NE = Σ_i E(i) / |Y^N| over a sequence of displayed outputs (the last one is final)."""
-    seqs = [words(t) for t in displayed]
-    if not seqs or not seqs[-1]:
-        return 0.0
-    return sum(erasure(a, b) for a, b in zip(seqs, seqs[1:])) / len(seqs[-1])
 
 
-@dataclass
-class StreamStats:
-    """Running metrics of one source stream (a sentence or an utterance)."""
-
-    updates: list[SSBDUpdate] = field(default_factory=list)
-
-    @property
-    def ne(self) -> float:
-        return normalized_erasure([u.stable_text if not u.final else u.text for u in self.updates])
-
-    @property
-    def spec(self) -> V.SpecStats:
-        """The updates' counters as :class:`engine.verify.SpecStats` (a round = an update that had a draft)."""
-        st = V.SpecStats(tokens=sum(u.output for u in self.updates),
-                         target_passes=sum(u.forward_passes for u in self.updates),
-                         seconds=sum(u.compute_s for u in self.updates))
-        for u in self.updates:
-            if u.draft:
-                st.record(u.draft, u.accepted)
-        return st
-
-    @property
-    def acceptance(self) -> float:
-        """Draft acceptance A/D over the stream."""
-        return self.spec.acceptance_rate
-
-    @property
-    def accepted_share(self) -> float:
-        o = sum(u.output for u in self.updates)
-        return sum(u.accepted for u in self.updates) / o if o else 0.0
-
-    @property
-    def tokens_per_s(self) -> float:
-        t = sum(u.compute_s for u in self.updates)
-        return sum(u.output for u in self.updates) / t if t else 0.0
 
 
 class SSBDTranslator(Translator):
@@ -303,7 +239,7 @@ class ARRetranslator(Translator):
         again = reuse_final(self, source, final, cancel)
         if again is not None:
             return again
-        from .lm import GreedyDecoder
+        from engine.llm.protocol import GreedyDecoder
 
         n0 = self.session.n_eval
         if (cancel is None and pause is None) or isinstance(self.lm, GreedyDecoder):  # a server decodes in one call
@@ -323,10 +259,10 @@ class ARRetranslator(Translator):
         return u
 
     def _translate_yielding(self, source: str, cancel, pause):
-        """:meth:`engine.caption.Translator.translate` with a chunked pre-fill and ``pause``/``cancel`` before
+        """:meth:`engine.translate.translator.Translator.translate` with a chunked pre-fill and ``pause``/``cancel`` before
         each forward pass; None when cancelled during the pre-fill."""
-        from .caption import TranslationResult
-        from .generate import GenStats
+        from engine.llm.generate import GenStats
+        from engine.translate.translator import TranslationResult
 
         t0 = time.perf_counter()
         s = self.session

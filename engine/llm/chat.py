@@ -3,7 +3,7 @@
 Oldest turns go first (a user turn and its answer together); the system prompt is always kept. Trimming has
 hysteresis: when the prompt would overflow, turns are dropped until it uses at most ``refill`` of the budget, and
 the first kept turn then stays fixed until the next overflow. Between overflows every prompt therefore starts with
-the same tokens, so the KV cache of the earlier turns is reused (:class:`engine.generate.LMSession` crops the cache
+the same tokens, so the KV cache of the earlier turns is reused (:class:`engine.llm.generate.LMSession` crops the cache
 to the common prefix) instead of being re-evaluated on every turn.
 """
 

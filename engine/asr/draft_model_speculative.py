@@ -1,7 +1,7 @@
 """SpecASR: speculative Whisper decoding specialised for ASR (specasr.txt, §IV), greedy and lossless.
 
 Whisper tiny.en (draft) proposes, Whisper base (target) verifies with greedy acceptance
-(:func:`engine.verify.greedy_tree`) — every emitted token is the target's argmax, so the output equals the
+(:func:`engine.core.verify.greedy_tree`) — every emitted token is the target's argmax, so the output equals the
 target's own greedy decoding token for token (tested).
 
 Methods (``SPEC_METHODS``; the paper's Fig. 11 / Table II rows):
@@ -18,7 +18,7 @@ Methods (``SPEC_METHODS``; the paper's Fig. 11 / Table II rows):
     there, each branch stopping as soon as it re-joins the trunk (recycling); the target verifies the whole tree in
     one pass with a tree attention mask and per-node position ids (``WhisperDecoderLM.eval_tree``);
   * ``ctc_draft`` — the same lossless verification with a draft that shares the target's encoder and tokenizer:
-    the CTC head's transcript (engine.ctc_draft), re-aligned after every correction (no draft decoder at all).
+    the CTC head's transcript (engine.asr.ctc_draft), re-aligned after every correction (no draft decoder at all).
 
 Tokenizer bridge: tiny.en (GPT-2 English vocabulary) and base (multilingual) tokenizers differ, so drafts cross
 through text — the draft's context is the target's accepted text re-tokenised for tiny.en (its KV cache is
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import verify as V
+from engine.core import verify as V
 
 SPEC_METHODS = {
     "sd8": dict(k=8, beams=1, adaptive=False, recycle=False, tree=False),
@@ -53,7 +53,7 @@ def _nw(w: str) -> str:
 
 @dataclass
 class SpecASRStats(V.SpecStats):
-    """Counters of one decode (the paper's Table II quantities): :class:`engine.verify.SpecStats` (``drafted`` =
+    """Counters of one decode (the paper's Table II quantities): :class:`engine.core.verify.SpecStats` (``drafted`` =
     draft tokens sent to verification, tree nodes; ``draft_passes`` = draft decoder steps; ``target_passes`` =
     target decoder passes) plus ``draft_s`` / ``target_s``, wall time in the draft (encoder + decoder steps) / the
     target decoder (s), and ``merges``, §IV-B recycling merges."""
@@ -83,7 +83,7 @@ class _Draft:
 
     def sync(self, text: str) -> list[int]:
         """Make the draft context the tokenisation of ``text``: crop the KV cache to the common prefix with what
-        is cached (:func:`engine.verify.sync_cache`), evaluate the difference in one pass. Returns the context
+        is cached (:func:`engine.core.verify.sync_cache`), evaluate the difference in one pass. Returns the context
         tokens."""
         want = self.tok.encode(text) if text else []
         if self.row is not None and want == self.cached:
@@ -131,9 +131,9 @@ class SpecASR:
 
     Args:
         target: TorchWhisper (base) — its decoder verifies; draft: the tiny.en model, a
-            :class:`engine.ssd_asr.WhisperSSD` (int8 CTranslate2 encoder, torch decoder) or a TorchWhisper.
+            :class:`engine.asr.ctc_self_speculative.WhisperSSD` (int8 CTranslate2 encoder, torch decoder) or a TorchWhisper.
         threshold: normalised-logit threshold (§IV-A, default 0.4); max_draft: longest draft (24).
-        ctc_head: a :class:`engine.ctc_draft.CTCHead` for the ``ctc_draft`` method (optional).
+        ctc_head: a :class:`engine.asr.ctc_draft.CTCHead` for the ``ctc_draft`` method (optional).
     """
 
     def __init__(self, target, draft, threshold: float = 0.4, max_draft: int = 24, ctc_head=None):
@@ -152,7 +152,7 @@ class SpecASR:
     # -------------------------------------------------------------------------------------------- verification
     def _verify(self, lm, tree_tokens: list[int], parents: list[int], row0: np.ndarray, first: bool,
                 st: SpecASRStats):
-        """Greedy tree verification (:func:`engine.verify.greedy_tree`, the target's choice under Whisper's
+        """Greedy tree verification (:func:`engine.core.verify.greedy_tree`, the target's choice under Whisper's
         suppression). ``row0``: target logits after the accepted context. Returns (accepted path node indices, next
         token = target argmax after the path, row after the path's last node)."""
         t0 = time.perf_counter()
@@ -383,11 +383,11 @@ class SpecASR:
 
 
 class SpecASRBackend:
-    """Streaming ASR backend (:class:`engine.streaming_asr.ASRBackend`) decoding every re-decode with SpecASR.
+    """Streaming ASR backend (:class:`engine.asr.streaming.ASRBackend`) decoding every re-decode with SpecASR.
 
     Args:
-        target: :class:`engine.ssd_asr.WhisperSSD` of the target (base): encoder, decoder, word alignment.
-        draft: :class:`engine.ssd_asr.WhisperSSD` of the draft (tiny.en).
+        target: :class:`engine.asr.ctc_self_speculative.WhisperSSD` of the target (base): encoder, decoder, word alignment.
+        draft: :class:`engine.asr.ctc_self_speculative.WhisperSSD` of the draft (tiny.en).
         threshold / max_draft: §IV-A; tree: §IV-C on (method "tree") or off ("recycling").
     """
 
@@ -395,8 +395,8 @@ class SpecASRBackend:
 
     def __init__(self, target, draft, threshold: float = 0.4, max_draft: int = 24, tree: bool = True,
                  method: str | None = None, guard=None):
-        from .ssd_asr import SSDCT2Backend
-        from .whisper_window import DecodeGuard, WindowPolicy
+        from engine.asr.ctc_self_speculative import SSDCT2Backend
+        from engine.asr.window import DecodeGuard, WindowPolicy
 
         self.target = target
         self.draft = draft
@@ -412,8 +412,8 @@ class SpecASRBackend:
         """Decode ``audio`` (float32 16 kHz, any length; longer than one window: in pieces) after ``prompt``:
         the target's encoder window (length-scaled by default), SpecASR with the guard's token cap, and the
         padded-window fallback when a guard fails."""
-        from .ssd_asr import segment_ends, transcribe_in_pieces
-        from .streaming_asr import BackendResult
+        from engine.asr.ctc_self_speculative import segment_ends, transcribe_in_pieces
+        from engine.asr.streaming import BackendResult
 
         audio = np.asarray(audio, np.float32)
         if len(audio) > self.target.window.max_audio_s * 16000:

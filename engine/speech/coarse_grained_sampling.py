@@ -4,8 +4,8 @@ the codec TTS engine that samples with it.
 Acoustic Similarity Groups (Eq. 1) come from the target model's token embeddings; each token's probability is split
 equally across the groups that contain it (Eq. 2–5). The acceptance rules — PCG's group-level rejection sampling
 (Eq. 6–10), standard speculative sampling (token-level, exact for q) and the SSD-style constant bias
-(min(1, (q(x) + b)/p(x))) — are :func:`engine.verify.pcg_step` / :func:`engine.verify.sd_step`; this module drives
-the codec LM (:class:`tts.codec_lm.CodecLMSession`, a :class:`engine.lm.CausalLM`) with them
+(min(1, (q(x) + b)/p(x))) — are :func:`engine.core.verify.pcg_step` / :func:`engine.core.verify.sd_step`; this module drives
+the codec LM (:class:`tts.codec_lm.CodecLMSession`, a :class:`engine.llm.protocol.CausalLM`) with them
 (:func:`speculative_generate`). The emitted *group* is distributed exactly as Q_c (the paper's Proposition;
 tests/test_pcg.py checks it with a chi-square test); on acceptance the draft token is kept as the group's
 representative (KV cache stays valid).
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import verify as V
+from engine.core import verify as V
 
 
 class AcousticGroups:
@@ -137,7 +137,7 @@ def _pass_stats(st: V.SpecStats, **sessions) -> V.SpecStats:
 
 
 def _sync(lm, cached: list[int], ctx: list[int], ok: int) -> tuple[list[int], int]:
-    """:func:`engine.verify.sync_cache` for a context that only grows: ``cached[:ok]`` is known to equal
+    """:func:`engine.core.verify.sync_cache` for a context that only grows: ``cached[:ok]`` is known to equal
     ``ctx[:ok]``, so the common prefix is extended from ``ok`` instead of rescanned from 0 (O(new tokens) per round,
     not O(utterance)). Same crop and feed as ``sync_cache``. Returns (tokens to evaluate next, new ``ok``)."""
     m = min(len(cached), len(ctx))
@@ -181,7 +181,7 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
     group step; standard SD / SSD bias with the token-level step), over two :class:`tts.codec_lm.CodecLMSession`
     (target, and the draft layers of the same model).
 
-    ``accept(x, p, q, rng) → engine.verify.StepResult`` decides one drafted position given the draft distribution p
+    ``accept(x, p, q, rng) → engine.core.verify.StepResult`` decides one drafted position given the draft distribution p
     and target distribution q (float64 (n_codes,)). On the first rejection the step's token replaces the draft and
     the round ends; if all L_d are accepted, one more token is sampled from q (the bonus token). The verification
     is one target pass over the L_d drafts plus the token before them (a single ONNX Runtime call, no Python per
@@ -271,8 +271,8 @@ class CodecTTS:
             raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
         voice_model = voice_config = None
         if phonemizer is None:
-            from .config import load_config
-            from .models import resolve
+            from engine.config import load_config
+            from engine.models import resolve
 
             m = resolve("tts_voice", load_config())
             voice_model, voice_config = m.path, m.config

@@ -15,7 +15,7 @@ trim keep the text of the decode whose segment end the trim cut at, which heard 
 (``trim_latest``). With ``final_piece_s`` > 0 a trimmed utterance's final text comes from a decode of the whole
 utterance instead: the end of speech (or a VAD pause) decodes the utterance's audio since its last finished piece in
 one window, with the streaming hypothesis as a draft that one decoder pass verifies exactly
-(:func:`engine.verify.majority_accepted`), so the final is greedy decoding of the whole utterance (a backend whose
+(:func:`engine.core.verify.majority_accepted`), so the final is greedy decoding of the whole utterance (a backend whose
 final decode uses beam search, ``asr.final_beam_size`` > 1, ignores the draft); speech longer than
 ``final_piece_s`` is finished in pieces while it is spoken, each cut at a word end (at a sentence end where there is
 one) and decoded the same way, as an offline decode moves through 30 s windows. A run-on utterance is ended between
@@ -35,8 +35,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from .events import Word
-from .whisper_tokenizer import repair_model_tokenizer
+from engine.core.events import Word
+from engine.asr.tokenizer import repair_model_tokenizer
 
 SAMPLE_RATE = 16000
 
@@ -427,9 +427,9 @@ class OnlineASRProcessor:
         words is quiet) word boundary of the latest decode of the buffer between ``span_s`` and ``min_tail_s``
         seconds before the audio's end; else the quietest boundary anywhere in the buffer; else the buffer's start
         if a trim put it at a segment end; else the quietest frame of that span
-        (:func:`engine.whisper_window.split_point`). Audio time, seconds; the audio after it starts the next
+        (:func:`engine.asr.window.split_point`). Audio time, seconds; the audio after it starts the next
         utterance, so no word is cut in two."""
-        from .whisper_window import split_point
+        from engine.asr.window import split_point
 
         end = self.audio_end
         off = self.buffer_time_offset

@@ -1,7 +1,7 @@
-"""Greedy AR generation over the :class:`engine.lm.CausalLM` protocol, with KV-cache prefix reuse.
+"""Greedy AR generation over the :class:`engine.llm.protocol.CausalLM` protocol, with KV-cache prefix reuse.
 
 :class:`LMSession` remembers which token ids sit in the LM's KV cache; :meth:`LMSession.prefill` crops the cache to
-the longest common prefix with the new prompt (:func:`engine.verify.sync_cache`) and evaluates only the rest — so a
+the longest common prefix with the new prompt (:func:`engine.core.verify.sync_cache`) and evaluates only the rest — so a
 multi-turn conversation, or a re-translation whose instruction prefix is unchanged, never recomputes what is cached. Speculative algorithms use
 the same session (crop at divergence, evaluate a draft in one pass).
 """
@@ -15,8 +15,8 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from . import verify as V
-from .lm import CausalLM, GreedyDecoder
+from engine.core import verify as V
+from engine.llm.protocol import CausalLM, GreedyDecoder
 
 
 class LMSession:
@@ -75,7 +75,7 @@ class LMSession:
     def eval_draft(self, prompt: Sequence[int], draft: Sequence[int]) -> np.ndarray:
         """ONE forward pass over the uncached part of ``prompt`` followed by ``draft``; the cache then holds
         prompt ⊕ draft. Returns the verification rows (len(draft)+1, n_vocab): row j is the next-token logits
-        before ``draft[j]`` (row len(draft) follows the last draft token) — the row convention of engine.verify.
+        before ``draft[j]`` (row len(draft) follows the last draft token) — the row convention of engine.core.verify.
 
         Raises:
             ValueError: empty prompt.
@@ -107,7 +107,7 @@ def greedy_stream(session: LMSession, prompt: Sequence[int], max_new: int, stop_
     """Plain AR greedy decoding: yield tokens until a stop id, ``max_new`` tokens, or ``cancel``.
 
     The stop token itself is not yielded (and is not left in the cache). An LM with the
-    :class:`engine.lm.GreedyDecoder` capability (an LLM server) decodes the whole answer in one call (one streamed
+    :class:`engine.llm.protocol.GreedyDecoder` capability (an LLM server) decodes the whole answer in one call (one streamed
     request); any other LM is driven one ``eval`` per token. ``stats.prefill_s`` is then the time to the first
     token."""
     stats = stats if stats is not None else GenStats()
@@ -145,7 +145,7 @@ def greedy_stream(session: LMSession, prompt: Sequence[int], max_new: int, stop_
 
 
 class _ServerDecode:
-    """Greedy tokens after ``context`` from an LM with :class:`engine.lm.GreedyDecoder` (one call), keeping the
+    """Greedy tokens after ``context`` from an LM with :class:`engine.llm.protocol.GreedyDecoder` (one call), keeping the
     session's token list equal to the LM's cache; closing it (or ``cancel``) ends the call."""
 
     def __init__(self, session: LMSession, context: list[int], max_new: int, stop_ids, cancel):
@@ -176,7 +176,7 @@ class GreedySteps:
     PredGen's final step: up to the first sentence, then the rest): ``step(tok)`` returns the greedy token after
     the cached context ⊕ ``tok``.
 
-    On an LM with :class:`engine.lm.GreedyDecoder` (an LLM server) the first ``step`` opens ONE streamed call for
+    On an LM with :class:`engine.llm.protocol.GreedyDecoder` (an LLM server) the first ``step`` opens ONE streamed call for
     the whole continuation (at most ``max_new`` tokens) and later steps read from it — the server keeps decoding
     while the loop does other work (e.g. synthesises the first sentence); each later ``tok`` must be the token the
     previous step returned. Otherwise each step is one ``eval([tok])``, exactly as a hand-written loop.
@@ -206,7 +206,7 @@ class GreedySteps:
 
         Raises:
             ValueError: on a streamed call, ``tok`` is not the token the previous step returned.
-            Whatever the LM raises (e.g. :class:`engine.remote_lm.RemoteLMError` when the server went away).
+            Whatever the LM raises (e.g. :class:`engine.llm.remote.adapter.RemoteLMError` when the server went away).
         """
         if not self._server:
             return int(np.argmax(self.session.eval([tok])[-1]))

@@ -15,7 +15,7 @@ Verification (§3.1) concatenates S = P ⊕ R and runs ONE forward pass over the
 (the prompt's common prefix with the cache is reused), then crops the KV cache to P ⊕ R[:k] — the accepted tokens'
 KV is kept and never recomputed; generation resumes from the correction token, which that same pass produced.
 Verifiers: greedy (lossless), top-k, reflection (an LLM judge compares the log-likelihood of "yes"/"no" in one
-pass, Table 2; on "no" it falls back to greedy), and any :mod:`engine.verify` function (e.g. SSBD's biased β).
+pass, Table 2; on "no" it falls back to greedy), and any :mod:`engine.core.verify` function (e.g. SSBD's biased β).
 
 Work while the user speaks is bounded: at most ``tokens_per_update`` new tokens per partial, stopping once the first
 sentence is complete, and a ``cancel`` event (a newer partial arrived) stops it between tokens.
@@ -30,10 +30,10 @@ from typing import Callable
 
 import numpy as np
 
-from . import verify as V
-from .chat import ChatHistory
-from .generate import GreedySteps, LMSession, TextStreamer
-from .text import SentenceSplitter, clean_for_speech
+from engine.core import verify as V
+from engine.llm.chat import ChatHistory
+from engine.llm.generate import GreedySteps, LMSession, TextStreamer
+from engine.answer.sentences import SentenceSplitter, clean_for_speech
 
 PREDGEN_SYSTEM = ("The instruction provided by the user may be truncated. In such cases, respond based on your best "
                   "guess of the incomplete instruction. Do not complain about incomplete prompts.")
@@ -50,7 +50,7 @@ VERIFIERS = ("greedy", "top_k", "reflection", "biased")
 def first_sentence(detokenize: Callable, tokens: list[int], first_clause_words: int = 0) -> tuple[int, str] | None:
     """(number of tokens that make up the first complete sentence, its text) or None if it is not complete yet.
 
-    A sentence is complete when :class:`engine.text.SentenceSplitter` confirms its boundary (PredGen A.1:
+    A sentence is complete when :class:`engine.answer.sentences.SentenceSplitter` confirms its boundary (PredGen A.1:
     '.', '?', '!'); with ``first_clause_words`` > 0 a clause of at least that many words (ending at ',', ';', ':'
     or a dash) also counts, so the first spoken piece can be shorter than a sentence."""
     sp = SentenceSplitter(first_clause_words=first_clause_words)
@@ -115,7 +115,7 @@ class FinalInfo:
 
 
 class PredGen:
-    """PredGen over a :class:`engine.lm.CausalLM` with a chat template.
+    """PredGen over a :class:`engine.llm.protocol.CausalLM` with a chat template.
 
     Args:
         lm: target LLM (``chat_prompt``, ``tokenize``, ``detokenize``, ``eos_ids``).
@@ -128,7 +128,7 @@ class PredGen:
             None = the main LM (its cache is then refilled after judging).
         history: earlier turns [{"role","content"}] (multi-turn).
         speculation_threads: LLM threads for updates while the user speaks (0 = all); the final step uses all.
-        yield_to_asr: each speculative forward pass waits while a streaming-ASR decode runs (engine.cpu policy).
+        yield_to_asr: each speculative forward pass waits while a streaming-ASR decode runs (engine.core.cpu policy).
     """
 
     def __init__(self, lm, tts=None, system_prompt: str = "", verifier: str = "greedy", top_k: int = 3,
@@ -145,7 +145,7 @@ class PredGen:
         self.top_k = top_k
         self.beta = beta
         self.tokens_per_update = tokens_per_update
-        self.first_clause_words = first_clause_words  # the first spoken piece may be a clause (engine.text)
+        self.first_clause_words = first_clause_words  # the first spoken piece may be a clause (engine.answer.sentences)
         self.max_tokens = max_tokens
         self.judge = LMSession(judge_lm) if judge_lm is not None else None
         self.chat = ChatHistory(lm, max_tokens=max_tokens)
@@ -266,7 +266,7 @@ class PredGen:
 
     def _step(self, tok: int, speculative: bool = False) -> int | None:
         """The greedy token after the cache ⊕ ``tok``: one ``eval``, or in the final step the next token of its
-        :class:`engine.generate.GreedySteps` (None once that stream ended)."""
+        :class:`engine.llm.generate.GreedySteps` (None once that stream ended)."""
         if self._steps is not None and not speculative:
             return self._steps.step(tok)
         return int(np.argmax(self.session.eval([tok])[-1]))
@@ -279,9 +279,9 @@ class PredGen:
         return audio, time.perf_counter() - t0
 
     def _yield_to_asr(self, cancel: threading.Event | None) -> None:
-        """Speculation never competes with a streaming-ASR decode (engine.cpu): wait until none is in flight."""
+        """Speculation never competes with a streaming-ASR decode (engine.core.cpu): wait until none is in flight."""
         if self.yield_to_asr:
-            from .cpu import ASR
+            from engine.core.cpu import ASR
 
             ASR.wait_idle(cancel=cancel)
 

@@ -2,7 +2,7 @@
 into sentences as it streams and each sentence is synthesised (Piper) on a TTS thread while the LLM continues.
 
 Multi-turn: the conversation (system, user, assistant, ...) is kept; the KV cache of the earlier turns is reused
-through :class:`engine.generate.LMSession`. An answer can be interrupted (``cancel``) — barge-in stops it and the
+through :class:`engine.llm.generate.LMSession`. An answer can be interrupted (``cancel``) — barge-in stops it and the
 partial answer is what enters the history.
 """
 
@@ -17,10 +17,10 @@ from typing import Callable
 
 import numpy as np
 
-from .chat import ChatHistory
-from .events import AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error
-from .generate import GenStats, LMSession, TextStreamer, greedy_stream
-from .text import SentenceSplitter, clean_for_speech
+from engine.llm.chat import ChatHistory
+from engine.core.events import AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error
+from engine.llm.generate import GenStats, LMSession, TextStreamer, greedy_stream
+from engine.answer.sentences import SentenceSplitter, clean_for_speech
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Assistant:
     """Multi-turn spoken-answer generator.
 
     Args:
-        lm: a :class:`engine.lm.LlamaCppLM` (needs ``chat_prompt``) or any CausalLM with a ``chat_prompt`` method.
+        lm: a :class:`engine.llm.llama_cpp_lm.LlamaCppLM` (needs ``chat_prompt``) or any CausalLM with a ``chat_prompt`` method.
         tts: an object with ``synthesize(text) -> float32 array`` and ``sample_rate``; None = text only.
         system_prompt: the system message.
         max_tokens: answer length cap, tokens.
@@ -58,7 +58,7 @@ class Assistant:
                  emit: Callable[[object], None] = lambda e: None, max_history_turns: int = 0,
                  first_clause_words: int = 0):
         self.lm = lm
-        self.first_clause_words = first_clause_words  # the first spoken piece may be a clause (engine.text)
+        self.first_clause_words = first_clause_words  # the first spoken piece may be a clause (engine.answer.sentences)
         self.session = LMSession(lm)
         self.tts = tts
         self.system_prompt = system_prompt
@@ -186,7 +186,7 @@ class Assistant:
 
 
 class PredGenAssistant(Assistant):
-    """:class:`Assistant` that speculates on partial transcripts with PredGen (engine.predgen).
+    """:class:`Assistant` that speculates on partial transcripts with PredGen (engine.answer.predictive).
 
     ``speculate(partial)`` runs one bounded update (Algorithm 1 lines 9–14); ``answer(final)`` runs the final
     verification and plays the pre-synthesised first sentence when it was accepted (lines 17–26).
@@ -197,7 +197,7 @@ class PredGenAssistant(Assistant):
                  beta: float = 0.2, tokens_per_update: int = 8, judge_lm=None, speculation_threads: int = 1,
                  first_clause_words: int = 0):
         super().__init__(lm, tts, system_prompt, max_tokens, emit, first_clause_words=first_clause_words)
-        from .predgen import PredGen
+        from engine.answer.predictive import PredGen
 
         self.pg = PredGen(lm, tts, system_prompt, verifier=verifier, top_k=top_k, beta=beta,
                           tokens_per_update=tokens_per_update, max_tokens=max_tokens, judge_lm=judge_lm,
@@ -212,7 +212,7 @@ class PredGenAssistant(Assistant):
         self.pg.warm()
 
     def speculate(self, utterance: int, partial: str, cancel: threading.Event | None = None):
-        """One speculative update on a partial transcript; returns the :class:`engine.predgen.StepInfo`."""
+        """One speculative update on a partial transcript; returns the :class:`engine.answer.predictive.StepInfo`."""
         self.updates_this_turn += 1
         return self.pg.update(partial, cancel)
 

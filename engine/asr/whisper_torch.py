@@ -1,6 +1,6 @@
-"""Whisper in torch with full decoder control: encoder once, decoder as a :class:`engine.lm.CausalLM`.
+"""Whisper in torch with full decoder control: encoder once, decoder as a :class:`engine.llm.protocol.CausalLM`.
 
-The weights are the CTranslate2 fp16 weights of the same role (``engine.ct2_whisper``), so greedy decoding here
+The weights are the CTranslate2 fp16 weights of the same role (``engine.asr.whisper_ct2``), so greedy decoding here
 matches faster-whisper's greedy decoding (tests/test_whisper_parity.py). Features come from faster-whisper's
 numpy ``FeatureExtractor`` (80 or 128 log-mel bins, 10 ms hop, 30 s window).
 """
@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .ct2_whisper import load_whisper_torch
+from engine.asr.whisper_ct2 import load_whisper_torch
 
 SAMPLE_RATE = 16000
 N_SAMPLES = 30 * SAMPLE_RATE
@@ -35,7 +35,7 @@ class DecodeResult:
 
 
 class WhisperDecoderLM:
-    """:class:`engine.lm.CausalLM` over the Whisper decoder for one encoder output.
+    """:class:`engine.llm.protocol.CausalLM` over the Whisper decoder for one encoder output.
 
     ``eval(tokens)`` returns float32 logits (len(tokens), n_vocab) with Whisper's suppression applied only by the
     caller (logits here are raw). The self-attention KV cache is cropped with :meth:`crop`; cross-attention K/V
@@ -160,7 +160,7 @@ class TorchWhisper:
         import torch
         from faster_whisper.feature_extractor import FeatureExtractor
         from faster_whisper.tokenizer import Tokenizer
-        from .whisper_tokenizer import load_hf_tokenizer
+        from engine.asr.tokenizer import load_hf_tokenizer
 
         if threads:
             torch.set_num_threads(threads)
@@ -201,10 +201,10 @@ class TorchWhisper:
 
     def log_mel(self, audio: np.ndarray, n_frames: int = 3000):
         """audio float32 (n_samples,) at 16 kHz, ≤ n_frames · 160 samples → torch (1, n_mels, n_frames); 3000 =
-        the padded 30 s window (see :func:`engine.whisper_window.log_mel`)."""
+        the padded 30 s window (see :func:`engine.asr.window.log_mel`)."""
         import torch
 
-        from .whisper_window import log_mel
+        from engine.asr.window import log_mel
 
         audio = np.asarray(audio, dtype=np.float32)[: n_frames * 160]
         feats = log_mel(self.features, audio, n_frames)

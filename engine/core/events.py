@@ -59,7 +59,7 @@ class PartialTranscript:
     """One streaming update: ``committed`` text (LocalAgreement-2's; stable but for a trim of a long utterance's
     buffer, where the words that leave it take their final text) + ``tentative`` tail (may change);
     ``hypothesis``: the text the final transcript would have if speech ended now
-    (:attr:`engine.streaming_asr.OnlineASRProcessor.hypothesis`; "" when not given)."""
+    (:attr:`engine.asr.streaming.OnlineASRProcessor.hypothesis`; "" when not given)."""
 
     utterance: int
     committed: str

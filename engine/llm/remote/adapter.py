@@ -1,4 +1,4 @@
-"""The causal-LM protocol (:mod:`engine.lm`) over an LLM server: vLLM, SGLang or llama-cpp-python's server.
+"""The causal-LM protocol (:mod:`engine.llm.protocol`) over an LLM server: vLLM, SGLang or llama-cpp-python's server.
 
 PredGen and SSBD need one thing from a server: the log-probabilities of a given continuation in one request, with
 the shared prefix served from the server's prefix cache. :class:`RemoteLM` gets them from
@@ -29,7 +29,7 @@ How the protocol maps onto requests:
       acceptance is exact for k ≤ N; τ-threshold and β-biased acceptance are exact when the draft token is among the
       returned entries, and otherwise see a probability no larger than the true one (they can only reject more).
       ``softmax`` of a row reproduces the returned probabilities exactly.
-    * ``generate`` (the optional :class:`engine.lm.GreedyDecoder` capability) decodes a whole greedy continuation in
+    * ``generate`` (the optional :class:`engine.llm.protocol.GreedyDecoder` capability) decodes a whole greedy continuation in
       ONE streamed ``/v1/completions`` request (SGLang: ``/generate``) without log-probs, so answers, captions and
       PredGen's final step cost one request, not one per token. llama-cpp-python's server computes log-probs by
       sorting the whole vocabulary in Python for every returned position, whatever ``logprobs`` asks for (measured
@@ -366,7 +366,7 @@ class LocalTokenizer:
                                clean_up_tokenization_spaces=False).encode("utf-8")
 
     def detokenize(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` with special tokens hidden (as :class:`engine.lm.LlamaCppLM`)."""
+        """Text of ``ids`` with special tokens hidden (as :class:`engine.llm.llama_cpp_lm.LlamaCppLM`)."""
         return self.detokenize_bytes(ids).decode("utf-8", errors="replace")
 
     def render(self, ids: Sequence[int]) -> str:
@@ -477,7 +477,7 @@ class RemoteRows:
 
 # ------------------------------------------------------------------------------------------------- the adapter
 class RemoteLM:
-    """:class:`engine.lm.CausalLM` over an LLM server (see the module docstring).
+    """:class:`engine.llm.protocol.CausalLM` over an LLM server (see the module docstring).
 
     Args:
         base_url: the server, e.g. "http://127.0.0.1:8000" (a trailing "/v1" is accepted).
@@ -809,7 +809,7 @@ class RemoteLM:
             self._reprocessed(len(tokens) - int(cached), len(tokens), echo)
             self.stats.reprocessed_source = "server"
         else:
-            from .verify import common_prefix
+            from engine.core.verify import common_prefix
 
             k = min(common_prefix(self._last_sent, tokens), len(tokens) - 1)
             self._reprocessed(len(tokens) - k, len(tokens), echo)
@@ -965,7 +965,7 @@ class RemoteLM:
 
     def generate(self, tokens: Sequence[int], max_tokens: int, stop_ids: frozenset[int] | set[int] = frozenset(),
                  stop: Sequence[str] = (), cancel: threading.Event | None = None) -> Iterator[int]:
-        """Greedy continuation of ``tokens`` in ONE streamed request (:class:`engine.lm.GreedyDecoder`).
+        """Greedy continuation of ``tokens`` in ONE streamed request (:class:`engine.llm.protocol.GreedyDecoder`).
 
         OpenAI-compatible ``/v1/completions`` with ``stream: true``, ``temperature: 0`` (and ``repeat_penalty: 1``
         for llama-cpp-python, whose default penalises repeats): the server serves the shared prefix from its cache,
@@ -1012,7 +1012,7 @@ class RemoteLM:
         self._stream_finish = ""
         self.stats.stream_requests += 1
         self.stats.stream_prompt_tokens += len(tokens)
-        from .verify import common_prefix
+        from engine.core.verify import common_prefix
 
         k = common_prefix(self._last_sent, tokens)
         self._reprocessed(len(tokens) - min(k, len(tokens) - 1), len(tokens), False)
