@@ -1,5 +1,6 @@
 """PredGen: answer while the user is still speaking (Li & Grover, "PredGen: Accelerated Inference of Large
-Language Models through Input-Time Speculation for Real-Time Speech Interaction", ../shared/papers/predgen.txt).
+Language Models through Input-Time Speculation for Real-Time Speech Interaction", 2025,
+https://arxiv.org/abs/2506.15556).
 
 Algorithm 1, with AR ``predictive_generate`` (§3.3):
 

@@ -1,4 +1,5 @@
-"""SSBD: Self-Speculative Biased Decoding for live re-translation (../shared/papers/ssbd_live_translation.txt).
+"""SSBD: Self-Speculative Biased Decoding for live re-translation (Zeng et al., "Self-Speculative Biased Decoding
+for Faster Live Translation", 2025, https://arxiv.org/abs/2509.21740).
 
 Each streaming update re-translates the grown source X^T, using the previous output Y^{T-1} as the draft
 (Algorithm 1):
