@@ -272,7 +272,7 @@ def run_costs(args, rep: dict) -> dict:
     """``--costs-only``: start a server as :func:`run` does and (re)measure ``server_costs`` into ``rep``."""
     from engine.config import load_config
     from engine.llm.llama_cpp_lm import LlamaCppLM
-    from engine.llm.remote.adapter import RemoteLM
+    from engine.llm.remote import RemoteLM
     from engine.runtime import Runtime
 
     cfg = load_config(args.config, None, args.set)
@@ -301,7 +301,7 @@ def run(args) -> dict:
     from engine.config import load_config
     from engine.llm.llama_cpp_lm import LlamaCppLM
     from engine.answer.predictive import PredGen
-    from engine.llm.remote.adapter import RemoteLM
+    from engine.llm.remote import RemoteLM
     from engine.runtime import Runtime
 
     t_start = time.perf_counter()

@@ -37,47 +37,39 @@ How the protocol maps onto requests:
 
 Errors: every failure to reach the server or to understand it raises :class:`RemoteLMError` (subclasses
 :class:`NoPromptLogprobsError`, :class:`TokenizerMismatchError`), after ``retries`` retries with exponential
-back-off for connection errors, 408/429 and 5xx answers (a time-out is not retried: the server is still busy with
-the request). The API key is read from the environment
-variable named by ``api_key_env`` and sent as a bearer token; it is never logged nor shown in ``repr``.
+back-off for connection errors, 408/429 and 5xx answers (a read time-out is not retried: the server is still busy
+with the request) — the HTTP side is :class:`engine.llm.remote.client.HttpClient`. The API key is read from the
+environment variable named by ``api_key_env`` and sent as a bearer token; it is never logged nor shown in ``repr``.
+
+The package splits by concern: ``client`` (HTTP/SSE on httpx), ``tokenizer`` (:class:`LocalTokenizer`), ``logits``
+(the lazy :class:`RemoteRows`), ``errors``, and this adapter.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import logging
 import math
 import os
 import re
-import socket
 import threading
-import time
-import urllib.parse
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
+
+from .client import HttpClient
+from .errors import HTTPStatusError, NoPromptLogprobsError, RemoteLMError, TokenizerMismatchError
+from .logits import PendingEval, RemoteRows
+from .tokenizer import END_TOKENS, LocalTokenizer
+
+__all__ = ["RemoteLM", "RemoteStats", "RemoteRows", "LocalTokenizer", "RemoteLMError", "NoPromptLogprobsError",
+           "TokenizerMismatchError"]
 
 log = logging.getLogger(__name__)
 
 PROBE_TEXT = "The capital of Italy is"
 CHECK_TEXT = "Hello, world! Grüße aus Köln — 42 tokens?\n  Indented line.\t¿Qué tal? 你好"
-END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>")
-
-
-class RemoteLMError(RuntimeError):
-    """The LLM server cannot be reached, fails, or answers in a way the adapter cannot use."""
-
-
-class NoPromptLogprobsError(RemoteLMError):
-    """The server returns no log-probabilities for prompt tokens (e.g. llama.cpp's ``llama-server``)."""
-
-
-class TokenizerMismatchError(RemoteLMError):
-    """The local tokenizer and the server's tokenise the same text differently."""
 
 
 @dataclass
@@ -129,351 +121,6 @@ class RemoteStats:
         return asdict(self)
 
 
-# ------------------------------------------------------------------------------------------------------- HTTP
-class _HTTPStatusError(RemoteLMError):
-    def __init__(self, status: int, text: str, path: str):
-        super().__init__(f"{path}: HTTP {status}: {text[:300]}")
-        self.status = status
-
-
-class _Http:
-    """A keep-alive JSON client with time-outs and retries (exponential back-off)."""
-
-    def __init__(self, base_url: str, api_key: str | None, timeout_s: float, retries: int, backoff_s: float,
-                 stats: RemoteStats):
-        u = urllib.parse.urlsplit(base_url.rstrip("/"))
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise RemoteLMError(f"llm.base_url must be http(s)://host[:port][/prefix], got {base_url!r}")
-        self.url = base_url.rstrip("/")
-        self.scheme, self.host = u.scheme, u.hostname
-        self.port = u.port or (443 if u.scheme == "https" else 80)
-        path = u.path.rstrip("/")
-        self.prefix = path[:-3] if path.endswith("/v1") else path
-        self._key = api_key
-        self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
-        self.stats = stats
-        self._lock = threading.Lock()
-        self._conn: http.client.HTTPConnection | None = None
-        self._last_used = 0.0
-
-    def __repr__(self) -> str:  # never shows the key
-        return f"_Http({self.url!r})"
-
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is not None and time.monotonic() - self._last_used > 2.0:
-            self._conn.close()  # servers drop idle keep-alive connections (uvicorn after 5 s): do not reuse one
-            self._conn = None
-        if self._conn is None:
-            cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-            self._conn = cls(self.host, self.port, timeout=self.timeout_s)
-        return self._conn
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def call(self, method: str, path: str, body: dict | None = None, retry: bool = True) -> dict:
-        """One JSON request. Returns the decoded JSON object.
-
-        Raises:
-            RemoteLMError: unreachable after the retries, no answer within ``timeout_s``, or a non-JSON answer;
-                ``_HTTPStatusError`` (a RemoteLMError): an error status (5xx/408/429 after the retries).
-        """
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        full = self.prefix + path
-        attempts = 1 + (self.retries if retry else 0)
-        last: Exception | None = None
-        with self._lock:
-            for a in range(attempts):
-                if a:
-                    self.stats.retries += 1
-                    time.sleep(self.backoff_s * 2 ** (a - 1))
-                t0 = time.perf_counter()
-                try:
-                    conn = self._connection()
-                    conn.request(method, full, body=data, headers=headers)
-                    resp = conn.getresponse()
-                    raw = resp.read()
-                except (OSError, http.client.HTTPException, socket.timeout) as e:
-                    if self._conn is not None:
-                        self._conn.close()
-                        self._conn = None
-                    if isinstance(e, (socket.timeout, TimeoutError)):  # the server is still busy with it:
-                        raise RemoteLMError(  # a retry would only queue behind the same work
-                            f"LLM server at {self.url} did not answer {path} within {self.timeout_s:g} s") from None
-                    last = e
-                    continue
-                finally:
-                    self.stats.http_s += time.perf_counter() - t0
-                    self._last_used = time.monotonic()
-                self.stats.requests += 1
-                self.stats.bytes_sent += len(data or b"")
-                self.stats.bytes_received += len(raw)
-                if resp.status in (408, 429) or resp.status >= 500:
-                    last = _HTTPStatusError(resp.status, raw.decode("utf-8", "replace"), full)
-                    continue
-                if resp.status >= 400:
-                    raise _HTTPStatusError(resp.status, raw.decode("utf-8", "replace"), full)
-                try:
-                    return json.loads(raw)
-                except ValueError:
-                    raise RemoteLMError(f"{full}: the server answered with non-JSON: {raw[:200]!r}") from None
-        if isinstance(last, _HTTPStatusError):
-            raise last
-        raise RemoteLMError(f"LLM server at {self.url} is unreachable ({type(last).__name__}: {last}) after "
-                            f"{attempts} attempt(s)") from None
-
-
-    def stream(self, path: str, body: dict) -> Iterator[dict]:
-        """One streamed (server-sent events) JSON request on its own connection: yields each ``data:`` event's
-        object until ``[DONE]`` or the end of the body. Closing the generator closes the connection (the server
-        stops generating at its next token). Connection failures and 408/429/5xx before the first byte of the
-        body are retried with back-off; a failure after it is not (the tokens would repeat).
-
-        Raises:
-            RemoteLMError: unreachable after the retries, no data within ``timeout_s``, an error status, a non-JSON
-                event, an error event, or the stream broke off.
-        """
-        data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        full = self.prefix + path
-        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        last: Exception | None = None
-        conn = resp = None
-        for a in range(1 + self.retries):
-            if a:
-                self.stats.retries += 1
-                time.sleep(self.backoff_s * 2 ** (a - 1))
-            t0 = time.perf_counter()
-            conn = cls(self.host, self.port, timeout=self.timeout_s)
-            try:
-                conn.request("POST", full, body=data, headers=headers)
-                resp = conn.getresponse()
-            except (OSError, http.client.HTTPException) as e:
-                conn.close()
-                if isinstance(e, (socket.timeout, TimeoutError)):
-                    raise RemoteLMError(
-                        f"LLM server at {self.url} did not answer {path} within {self.timeout_s:g} s") from None
-                last, resp = e, None
-                continue
-            finally:
-                self.stats.http_s += time.perf_counter() - t0
-            self.stats.requests += 1
-            self.stats.bytes_sent += len(data)
-            if resp.status >= 400:
-                raw = resp.read()
-                self.stats.bytes_received += len(raw)
-                conn.close()
-                last = _HTTPStatusError(resp.status, raw.decode("utf-8", "replace"), full)
-                if resp.status in (408, 429) or resp.status >= 500:
-                    resp = None
-                    continue
-                raise last
-            break
-        if resp is None:
-            if isinstance(last, _HTTPStatusError):
-                raise last
-            raise RemoteLMError(f"LLM server at {self.url} is unreachable ({type(last).__name__}: {last}) after "
-                                f"{1 + self.retries} attempt(s)") from None
-        try:
-            while True:
-                t0 = time.perf_counter()
-                try:
-                    line = resp.readline()
-                except (OSError, http.client.HTTPException) as e:
-                    if isinstance(e, (socket.timeout, TimeoutError)):
-                        raise RemoteLMError(f"LLM server at {self.url} sent nothing on {path} for "
-                                            f"{self.timeout_s:g} s") from None
-                    raise RemoteLMError(f"LLM server at {self.url} broke off the stream of {path} "
-                                        f"({type(e).__name__}: {e}): unreachable now?") from None
-                finally:
-                    self.stats.http_s += time.perf_counter() - t0
-                if not line:
-                    return  # end of body without [DONE]: the caller checks it got a finish reason
-                self.stats.bytes_received += len(line)
-                line = line.strip()
-                if not line.startswith(b"data:"):
-                    continue  # blank separators, ": ping" comments, event names
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    return
-                try:
-                    ev = json.loads(payload)
-                except ValueError:
-                    raise RemoteLMError(f"{full}: the server streamed non-JSON: {payload[:200]!r}") from None
-                if isinstance(ev, dict) and ev.get("error"):
-                    raise RemoteLMError(f"{full}: the server reported an error mid-stream: {str(ev['error'])[:300]}")
-                yield ev
-        finally:
-            conn.close()
-
-
-# ------------------------------------------------------------------------------------------------- tokenizers
-class LocalTokenizer:
-    """The served model's tokenizer, loaded locally: a GGUF file (vocabulary only, no weights) or a transformers
-    tokenizer (directory or hub id). Gives ids, text, the chat template and the end-of-turn ids without a request.
-
-    Raises:
-        RemoteLMError: the file cannot be loaded.
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = str(path)
-        self._hf = None
-        self._llama = None
-        try:
-            if self.path.endswith(".gguf"):
-                import llama_cpp
-
-                self._llama = llama_cpp.Llama(model_path=self.path, vocab_only=True, verbose=False)
-                self.n_vocab = self._llama.n_vocab()
-                eos = {self._llama.token_eos()}
-                for t in END_TOKENS:
-                    ids = self._llama.tokenize(t.encode(), add_bos=False, special=True)
-                    if len(ids) == 1:
-                        eos.add(ids[0])
-            else:
-                from transformers import AutoTokenizer
-
-                self._hf = AutoTokenizer.from_pretrained(self.path)
-                self.n_vocab = len(self._hf)
-                eos = {self._hf.eos_token_id} if self._hf.eos_token_id is not None else set()
-                for t in END_TOKENS:
-                    i = self._hf.convert_tokens_to_ids(t)
-                    if isinstance(i, int) and i != self._hf.unk_token_id:
-                        eos.add(i)
-        except (ImportError, OSError, ValueError, RuntimeError) as e:
-            raise RemoteLMError(f"cannot load the tokenizer {self.path}: {e}") from None
-        self.eos_ids = frozenset(eos)
-        self._pieces: list[str] | None = None
-
-    def tokenize(self, text: str, special: bool = False) -> list[int]:
-        if self._llama is not None:
-            return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)
-        return self._hf.encode(text, add_special_tokens=False, split_special_tokens=not special)
-
-    def detokenize_bytes(self, ids: Sequence[int], special: bool = False) -> bytes:
-        if self._llama is not None:
-            return self._llama.detokenize(list(ids), special=special)
-        return self._hf.decode(list(ids), skip_special_tokens=not special,
-                               clean_up_tokenization_spaces=False).encode("utf-8")
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` with special tokens hidden (as :class:`engine.llm.llama_cpp_lm.LlamaCppLM`)."""
-        return self.detokenize_bytes(ids).decode("utf-8", errors="replace")
-
-    def render(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` with special tokens written out: a prompt that tokenises back to ``ids``."""
-        return self.detokenize_bytes(ids, special=True).decode("utf-8", errors="replace")
-
-    def pieces(self) -> list[str]:
-        """Text of every single token as a server writes it in string-keyed log-probs (special tokens hidden,
-        undecodable bytes dropped). Built once (~0.5 s for a 150k vocabulary)."""
-        if self._pieces is None:
-            self._pieces = [self.detokenize_bytes([i]).decode("utf-8", errors="ignore") for i in range(self.n_vocab)]
-        return self._pieces
-
-    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        """``messages`` rendered with the model's chat template (a plain "Role: text" transcript without one)."""
-        if self._hf is not None:
-            if getattr(self._hf, "chat_template", None):
-                return self._hf.apply_chat_template(messages, tokenize=False,
-                                                    add_generation_prompt=add_generation_prompt)
-            template = None
-        else:
-            template = self._llama.metadata.get("tokenizer.chat_template")
-        if not template:
-            text = "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages)
-            return text + ("Assistant:" if add_generation_prompt else "")
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        eos = self.detokenize_bytes([self._llama.token_eos()]).decode("utf-8", errors="replace")
-        bos = self.detokenize_bytes([self._llama.token_bos()]).decode("utf-8", errors="replace")
-        fmt = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos,
-                                  add_generation_prompt=add_generation_prompt)
-        return fmt(messages=messages).prompt
-
-
-# ------------------------------------------------------------------------------------------------- lazy rows
-class _Pending:
-    """One ``eval``: the full token list at that moment and the rows fetched so far."""
-
-    def __init__(self, lm: "RemoteLM", tokens: list[int], start: int):
-        self.lm, self.tokens, self.start = lm, tokens, start  # rows of tokens[start:] belong to this eval
-        self.rows: np.ndarray | None = None  # rows [fetched_from, len(tokens)) of the full list
-        self.fetched_from: int | None = None
-
-    def fetch(self, first: int) -> None:
-        """Make rows from absolute position ``first`` available (one request if not yet fetched)."""
-        if self.fetched_from is not None and self.fetched_from <= first:
-            return
-        rows = self.lm._score(self.tokens, first)
-        self.rows, self.fetched_from = rows, first
-        if self in self.lm._unsent:
-            self.lm._unsent.remove(self)
-
-    def get(self, a: int, b: int) -> np.ndarray:
-        """Rows of eval-relative positions [a, b) as a float32 array."""
-        self.fetch(self.start + a)
-        off = self.start - self.fetched_from
-        return self.rows[off + a: off + b]
-
-
-class RemoteRows:
-    """Rows (n, n_vocab) of one :meth:`RemoteLM.eval`, fetched from the server when first read.
-
-    Behaves like a read-only float32 ndarray for what the speculative code does with rows: ``len``, ``shape``,
-    integer and slice indexing (a slice stays lazy), ``np.asarray``. Reading row i fetches the rows from i to the end
-    of the evaluation in one request (the speculative code reads rows in increasing order, so a verification is one
-    request, and reading only the last row needs no prompt log-probs); other attribute access materialises the
-    view."""
-
-    def __init__(self, pending: _Pending, a: int, b: int, n_vocab: int):
-        self._p, self._a, self._b, self._v = pending, a, b, n_vocab
-
-    def __len__(self) -> int:
-        return self._b - self._a
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (len(self), self._v)
-
-    ndim = 2
-    dtype = np.dtype(np.float32)
-
-    def materialize(self) -> np.ndarray:
-        return self._p.get(self._a, self._b)
-
-    def __array__(self, dtype=None, copy=None):
-        a = self.materialize()
-        return a.astype(dtype) if dtype is not None else a
-
-    def __getitem__(self, key):
-        if isinstance(key, slice):
-            a, b, step = key.indices(len(self))
-            if step == 1:
-                return RemoteRows(self._p, self._a + a, self._a + max(a, b), self._v)
-        if isinstance(key, (int, np.integer)):
-            n = len(self)
-            i = int(key) + n if key < 0 else int(key)
-            if not 0 <= i < n:
-                raise IndexError(f"row {key} out of range for {n} rows")
-            return self._p.get(self._a + i, self._a + i + 1)[0]
-        return self.materialize()[key]
-
-    def __getattr__(self, name):
-        return getattr(self.materialize(), name)
-
-    def __repr__(self) -> str:
-        return f"RemoteRows({len(self)} rows × {self._v})"
-
 
 # ------------------------------------------------------------------------------------------------- the adapter
 class RemoteLM:
@@ -489,10 +136,15 @@ class RemoteLM:
         api_key_env: name of the environment variable holding the API key (None = no key).
         n_ctx: context window, tokens (at most the server's).
         top_n: log-probs requested per position (≥ 2; ≥ the top-k verifier's k; vLLM caps it at --max-logprobs).
-        timeout_s: per-request time-out, seconds. retries / backoff_s: retries of a transient failure, first wait.
+        timeout_s: time-out of one request, seconds: the longest wait for an answer (in a stream: for the next
+            bytes). retries / backoff_s: retries of a transient failure, first wait in seconds (then doubled).
         require_prompt_logprobs: refuse a server without prompt log-probs (PredGen/SSBD need them). With False,
             such a server is accepted for the cascade: only last rows (pre-fill, AR decoding) can be read.
         connect: probe the server now (else call :meth:`connect` before use).
+        connect_timeout_s: time-out of opening a connection, seconds (None = ``min(timeout_s, 10)``).
+
+    Raises:
+        ValueError: an unknown ``api``, ``top_n`` < 2, a non-positive time-out or negative ``retries``.
 
     Raises (from :meth:`connect`):
         RemoteLMError: the server is unreachable or its answers cannot be used.
@@ -503,7 +155,7 @@ class RemoteLM:
     def __init__(self, base_url: str, model: str | None = None, tokenizer=None, api: str = "auto",
                  api_key_env: str | None = None, n_ctx: int = 4096, top_n: int = 5, timeout_s: float = 30.0,
                  retries: int = 2, backoff_s: float = 0.25, require_prompt_logprobs: bool = True,
-                 connect: bool = True):
+                 connect: bool = True, connect_timeout_s: float | None = None):
         if api not in ("auto", "openai", "sglang"):
             raise ValueError(f"api must be auto, openai or sglang, got {api!r}")
         if top_n < 2:
@@ -512,7 +164,8 @@ class RemoteLM:
         if api_key_env and not key:
             raise RemoteLMError(f"the API key variable {api_key_env} is not set")
         self.stats = RemoteStats()
-        self._http = _Http(base_url, key, timeout_s, retries, backoff_s, self.stats)
+        self._http = HttpClient(base_url, key, timeout_s, retries, backoff_s, self.stats,
+                                connect_timeout_s=connect_timeout_s)
         self.base_url = self._http.url
         self.model = model
         self.api = api
@@ -529,7 +182,7 @@ class RemoteLM:
         self.finish_reason = ""  # of the last generate(): "stop" | "length" | "cancel"
         self._stream_finish = ""
         self._tokens: list[int] = []
-        self._unsent: list[_Pending] = []
+        self._unsent: list[PendingEval] = []
         self._last_sent: list[int] = []
         self._str2ids: dict[str, list[int]] | None = None
         self._detok_cache: OrderedDict = OrderedDict()
@@ -586,7 +239,7 @@ class RemoteLM:
         an unreachable server raises."""
         try:
             return self._http.call(method, path, body, retry=False)
-        except _HTTPStatusError:
+        except HTTPStatusError:
             return None
 
     def _detect_tokenize(self) -> None:
@@ -654,7 +307,7 @@ class RemoteLM:
                 plain = self._completion(probe, echo=False, retry=False)
                 echo = self._completion(probe, echo=True, retry=False)
                 break
-            except _HTTPStatusError:
+            except HTTPStatusError:
                 continue
         if echo is None:
             raise RemoteLMError(f"{self.base_url}/v1/completions rejects a logprobs request with temperature 0")
@@ -917,7 +570,7 @@ class RemoteLM:
         self.flush()
         start = len(self._tokens)
         self._tokens.extend(tokens)
-        p = _Pending(self, list(self._tokens), start)
+        p = PendingEval(self._score, self._unsent, list(self._tokens), start)
         self._unsent.append(p)
         return RemoteRows(p, 0, len(tokens), self.n_vocab)
 
