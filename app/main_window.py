@@ -26,7 +26,7 @@ from .caption_window import CaptionWindow
 from .controller import FILE_PREFIX, EngineController, SessionOptions
 from .export import History, Item
 from .journal import default_journal_path
-from .settings import SettingsDialog, load_settings
+from .settings import SettingsDialog, base_settings, load_settings
 
 
 class Sparkline(QWidget):
@@ -77,11 +77,23 @@ class MainWindow(QMainWindow):
     closed = Signal()
 
     def __init__(self, controller: EngineController | None = None, store: QSettings | None = None,
-                 history_path: str | Path | None = None):
+                 history_path: str | Path | None = None, config_path: str | None = None):
         super().__init__()
         self.setWindowTitle("specvoice")
         self.store = store or QSettings("specvoice", "specvoice")
-        cfg = load_settings(self.store)
+        # the CLI's configuration (config_path / $SPECVOICE_CONFIG, the environment) with the dialog edits on top; a
+        # bad file or stored value is reported on the settings line and only that value falls back
+        self.settings_warnings: list[str] = []
+        self.settings_note = QLabel()
+        self.settings_note.setObjectName("settings_note")
+        self.settings_note.setWordWrap(True)
+        self.settings_note.setStyleSheet("color:#a8431b")
+        self.settings_note.hide()
+        self.base_cfg = base_settings(config_path)
+        cfg = load_settings(self.store, config_path, self.settings_warnings.append)
+        if self.settings_warnings:
+            self.settings_note.setText("⚠ " + "; ".join(self.settings_warnings))
+            self.settings_note.show()
         self.ctl = controller or EngineController(cfg)
         if controller is None:
             self.ctl.apply_config(cfg)
@@ -179,6 +191,7 @@ class MainWindow(QMainWindow):
         left.addWidget(self.live)
         left.addLayout(controls)
         left.addWidget(self.status_label)
+        left.addWidget(self.settings_note)
         left.addWidget(self.loading)
         root = QHBoxLayout()
         root.addLayout(left, 3)
@@ -435,7 +448,7 @@ class MainWindow(QMainWindow):
 
     # -- dialogs --------------------------------------------------------------------------------------------------
     def open_settings(self) -> SettingsDialog:
-        dlg = SettingsDialog(self.ctl.cfg, self.store, self)
+        dlg = SettingsDialog(self.ctl.cfg, self.store, self, base=self.base_cfg)
         dlg.applied.connect(self.ctl.apply_config)
         dlg.show()
         return dlg
@@ -473,14 +486,16 @@ class MainWindow(QMainWindow):
         super().closeEvent(e)
 
 
-def run_app(argv=None) -> int:
+def run_app(argv=None, config_path: str | None = None) -> int:
+    """Run the desktop app with the configuration of ``config_path`` (None: $SPECVOICE_CONFIG or the default file)
+    and the environment, the dialog edits on top. Returns the exit code."""
     import sys
 
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(sys.argv if argv is None else argv)
     app.setApplicationName("specvoice")
-    w = MainWindow()
+    w = MainWindow(config_path=config_path)
     w.show()
     code = app.exec()
     # the window is gone: let the session finish its journal and threads (bounded; they are daemons after that)

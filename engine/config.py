@@ -1,36 +1,219 @@
-"""One typed configuration tree for specvoice.
+"""One typed configuration tree for specvoice, each setting declared once.
 
-Defaults live in code (these frozen dataclasses); a TOML file, environment variables and CLI flags
-override them, in that order. A threshold has exactly one name from the paper to the GUI: the
-field name here (``tau_ctc``, ``tau_slm``, ``beta``, ``mask_k``, ``theta`` ...).
+Every setting is one field of the frozen dataclasses below, declared with :func:`setting`: its default, label, help
+text, unit, range (numbers) and choices (a fixed set) live in the field's metadata. Everything else is generated
+from that declaration: the TOML loader, the environment variables, ``--set`` parsing and its messages, validation,
+``python -m engine.config`` (the list of every setting) and the desktop app's settings dialog (``app.settings``).
+A threshold has exactly one name from the paper to the GUI: the field name here (``tau_ctc``, ``tau_slm``,
+``beta``, ``mask_k``, ``theta`` ...).
 
-Sources, lowest to highest precedence:
+Sources, lowest to highest precedence (:func:`load_config`):
     1. the defaults below;
     2. a TOML file (``--config FILE``, else ``$SPECVOICE_CONFIG``, else ``~/.config/specvoice/config.toml``
        when it exists), whose tables mirror the dataclasses: ``[asr] model_role = "asr_draft"``;
-    3. environment variables ``SPECVOICE_MODEL_<ROLE>`` for the model of a role;
-    4. CLI flags (``--model ROLE=SPEC``, ``--set section.key=value``).
+    3. environment variables: ``SPECVOICE_<SECTION>_<KEY>`` for any setting (``SPECVOICE_ASR_LANGUAGE=de``,
+       :func:`env_name`), and ``SPECVOICE_MODEL_<ROLE>`` for the model of a role;
+    4. CLI flags (``--model ROLE=SPEC``, ``--set section.key=value``);
+    5. the desktop app's dialog edits (``edits``): each applied on its own, a bad one reported and skipped.
 
 Raises:
-    ConfigError: an unknown section/key or a value of the wrong type or range.
+    ConfigError: an unknown section/key or a value of the wrong type, range or choice; its message is one line
+    that starts with the setting's ``section.key``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from engine.core.events import PARTIAL_SOURCES
+from engine.translate.languages import LANGUAGES, language_code
 
 ROLES = ("asr_target", "asr_draft", "llm_target", "llm_draft", "tts_voice", "vad")
 
+#: ``auto | cpu | cuda``: where a stage runs; auto = CUDA when present, else the CPU
+DEVICES = ("auto", "cpu", "cuda")
+
+#: the language codes of the multilingual Whisper models (tokenizer order: most training data first); ``yue`` is
+#: a large-v3 token only and is left out, since the shipped base model has no such token
+WHISPER_LANGUAGES = (
+    "en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv", "it", "id", "hi", "fi",
+    "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no", "th", "ur", "hr", "bg", "lt", "la", "mi", "ml",
+    "cy", "sk", "te", "fa", "lv", "bn", "sr", "az", "sl", "kn", "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs",
+    "kk", "sq", "sw", "gl", "mr", "pa", "si", "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu", "am",
+    "yi", "lo", "uz", "fo", "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl", "mg", "as", "tt", "haw", "ln",
+    "ha", "ba", "jw", "su",
+)
+
+#: CTranslate2 compute types (``ctranslate2.get_supported_compute_types`` names, plus auto/default)
+COMPUTE_TYPES = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32",
+                 "auto", "default")
+
+_TARGET_CODES = tuple(c for c in LANGUAGES if c != "en")
+
 
 class ConfigError(ValueError):
-    """A configuration value is unknown or invalid."""
+    """A configuration value is unknown or invalid (the message is one line, naming the setting)."""
+
+
+def setting(default: Any, *, label: str, help: str, unit: str = "", range: tuple[float, float] | None = None,
+            choices: tuple[Any, ...] | None = None, alias: Callable[[str], Any] | None = None,
+            accepts: str = "") -> Any:
+    """Declare one setting: a ``dataclasses.field`` whose metadata is the setting's whole description.
+
+    Args:
+        default: the default value; its type (bool, int, float or str) is the setting's type.
+        label: short name for the settings dialog ("End-of-speech silence").
+        help: what it does and where it comes from (paper, benchmark), one or more sentences.
+        unit: unit of a number ("s", "ms", "Hz", "tokens", ...), shown after the label; "" = none.
+        range: inclusive ``(lo, hi)`` of a number.
+        choices: the values a fixed-set setting accepts.
+        alias: maps a given value to the choice it denotes (``"German"`` → ``"de"``); None if it denotes none.
+            The value is kept as given.
+        accepts: the accepted values in words ("a code or English name of de/German, ..."), for the error
+            message and the list of settings; "" = "one of" the choices.
+
+    Returns:
+        A ``dataclasses.Field`` for a frozen dataclass.
+    """
+    meta = {"label": label, "help": help, "unit": unit, "range": range,
+            "choices": tuple(choices) if choices is not None else None, "alias": alias, "accepts": accepts}
+    return field(default=default, metadata=meta)
+
+
+def section(cls: type, title: str) -> Any:
+    """A section of :class:`Config` (a table of the TOML file, a group of the settings dialog)."""
+    return field(default_factory=cls, metadata={"title": title})
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What :func:`setting` declared for one field, with its key (``section.name``) and type."""
+
+    key: str
+    section: str
+    name: str
+    type: type
+    default: Any
+    label: str
+    help: str
+    unit: str
+    range: tuple[float, float] | None
+    choices: tuple[Any, ...] | None
+    alias: Callable[[str], Any] | None
+    accepts: str
+
+    @property
+    def env(self) -> str:
+        """The environment variable that sets it (``SPECVOICE_ASR_LANGUAGE``)."""
+        return env_name(self.key)
+
+    def coerce(self, value: Any) -> Any:
+        """``value`` (TOML value, environment / ``--set`` / QSettings text, widget value) as this setting's type.
+
+        Raises:
+            ConfigError: a value that is not of the type ("vad.threshold: expected float, got 'loud'").
+        """
+        typ = self.type
+        bad = ConfigError(f"{self.key}: expected {typ.__name__}, got {value!r}")
+        if typ is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, int) and value in (0, 1):
+                return bool(value)
+            if isinstance(value, str):
+                if value.strip().lower() in ("1", "true", "yes", "on"):
+                    return True
+                if value.strip().lower() in ("0", "false", "no", "off"):
+                    return False
+            raise bad
+        if typ is int:
+            if isinstance(value, bool):
+                raise bad
+            if isinstance(value, int):
+                return value
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            if isinstance(value, str):
+                try:
+                    return int(value.strip())
+                except ValueError:
+                    try:  # "40.0" from a store that wrote a float
+                        f = float(value)
+                    except ValueError:
+                        raise bad from None
+                    if f.is_integer():
+                        return int(f)
+            raise bad
+        if typ is float:
+            if isinstance(value, bool):
+                raise bad
+            if isinstance(value, (int, float)):
+                v = float(value)
+            elif isinstance(value, str):
+                try:
+                    v = float(value.strip())
+                except ValueError:
+                    raise bad from None
+            else:
+                raise bad
+            if not math.isfinite(v):
+                raise bad
+            return v
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # a TOML number for a text setting (``input_device = 3``)
+        raise bad
+
+    def check(self, value: Any) -> None:
+        """Raise ConfigError unless ``value`` (already of this setting's type) is in its range / choices."""
+        if self.range is not None:
+            lo, hi = self.range
+            if not lo <= value <= hi:
+                unit = f" {self.unit}" if self.unit else ""
+                raise ConfigError(f"{self.key}: {value} is outside {_num(lo)}..{_num(hi)}{unit}")
+        if self.choices is not None:
+            denoted = self.alias(value) if self.alias is not None and isinstance(value, str) else value
+            if denoted not in self.choices:
+                what = self.accepts or "one of " + ", ".join(str(c) for c in self.choices)
+                raise ConfigError(f"{self.key}: {value!r} is not {what}")
+
+    def parse(self, value: Any) -> Any:
+        """:meth:`coerce` then :meth:`check`. Raises ConfigError."""
+        v = self.coerce(value)
+        self.check(v)
+        return v
+
+    def describe(self) -> str:
+        """One line: ``key (type, default …, range/choices, unit): help``."""
+        parts = [self.type.__name__, f"default {self.default!r}"]
+        if self.range is not None:
+            parts.append(f"{_num(self.range[0])}..{_num(self.range[1])}")
+        if self.choices is not None:
+            parts.append(self.accepts or "one of " + "|".join(str(c) for c in self.choices))
+        if self.unit:
+            parts.append(self.unit)
+        return f"{self.key} ({', '.join(parts)}): {self.help}"
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def env_name(key: str) -> str:
+    """``asr.language`` → ``SPECVOICE_ASR_LANGUAGE`` (the environment variable of a setting)."""
+    return "SPECVOICE_" + key.replace(".", "_").upper()
+
+
+# -- the settings ------------------------------------------------------------------------------------------------
+_MODEL_HELP = "embedded (the pinned package), a local path, or a hub id"
 
 
 @dataclass(frozen=True)
@@ -38,225 +221,471 @@ class ModelsConfig:
     """Where each model role comes from: ``"embedded"`` (the pinned PyPI package), a local path, or a
     hub id (``org/name`` for CTranslate2 Whisper; ``org/name:file.gguf`` for GGUF)."""
 
-    asr_target: str = "embedded"
-    asr_draft: str = "embedded"
-    llm_target: str = "embedded"
-    llm_draft: str = "embedded"
-    tts_voice: str = "embedded"
-    vad: str = "embedded"
-    cache_dir: str = ""  # "" = $SPECVOICE_CACHE or ~/.cache/specvoice
+    asr_target: str = setting("embedded", label="ASR target model",
+                              help=f"Whisper of the asr_target role (default base, multilingual): {_MODEL_HELP} "
+                                   "(org/name, CTranslate2).")
+    asr_draft: str = setting("embedded", label="ASR draft model",
+                             help=f"Whisper of the asr_draft role (default tiny.en): {_MODEL_HELP} "
+                                  "(org/name, CTranslate2).")
+    llm_target: str = setting("embedded", label="LLM target model",
+                              help="The answering LLM (default Qwen2.5-Coder-1.5B-Instruct): embedded, a .gguf path, "
+                                   "or a hub id org/name:file.gguf.")
+    llm_draft: str = setting("embedded", label="LLM draft model",
+                             help="The small LLM (default Qwen2.5-Coder-0.5B-Instruct): embedded, a .gguf path, or a "
+                                  "hub id org/name:file.gguf.")
+    tts_voice: str = setting("embedded", label="TTS voice",
+                             help=f"The Piper voice (default en_US-joe-medium): {_MODEL_HELP} (a Piper .onnx path).")
+    vad: str = setting("embedded", label="VAD model", help="Silero VAD: embedded or a Silero VAD .onnx path.")
+    cache_dir: str = setting("", label="Model cache folder",
+                             help="Where joined and downloaded model files are kept; empty = $SPECVOICE_CACHE or "
+                                  "~/.cache/specvoice.")
+    dir: str = setting("", label="Model folder",
+                       help="A folder holding the model files, used instead of the pinned packages (an offline GPU "
+                            "machine without them); empty = none.")
 
 
 @dataclass(frozen=True)
 class AudioConfig:
-    sample_rate: int = 16000  # Hz, the rate every engine consumes
-    block_s: float = 0.1  # seconds per microphone / file block
-    input_device: str = ""  # "" = system default; a name or index
-    output_device: str = ""  # "" = system default; "none" = never play
+    sample_rate: int = setting(16000, label="Sample rate", unit="Hz", choices=(16000,),
+                               help="The rate every engine consumes; inputs are resampled to it.")
+    block_s: float = setting(0.1, label="Audio block", unit="s", range=(0.02, 1.0),
+                             help="Seconds per microphone / file block: the pace of the live loop.")
+    input_device: str = setting("", label="Input device", help="Microphone (name or index); empty = system default.")
+    output_device: str = setting("", label="Output device",
+                                 help="Speaker (name or index); empty = system default; 'none' = never play.")
 
 
 @dataclass(frozen=True)
 class VadConfig:
-    threshold: float = 0.5  # Silero speech probability threshold
-    min_silence_s: float = 0.6  # end-of-speech silence, seconds
-    min_speech_s: float = 0.25  # shorter bursts are ignored, seconds
-    speech_pad_s: float = 0.2  # audio kept before speech onset, seconds
+    threshold: float = setting(0.5, label="VAD threshold", range=(0.05, 0.95),
+                               help="Silero VAD speech probability above which audio counts as speech.")
+    min_silence_s: float = setting(0.6, label="End-of-speech silence", unit="s", range=(0.1, 5.0),
+                                   help="Silence that ends an utterance; shorter answers sooner, longer tolerates "
+                                        "pauses.")
+    min_speech_s: float = setting(0.25, label="Minimum speech", unit="s", range=(0.0, 2.0),
+                                  help="Shorter bursts of speech are ignored.")
+    speech_pad_s: float = setting(0.2, label="Speech padding", unit="s", range=(0.0, 1.0),
+                                  help="Audio kept before speech starts and after it ends.")
 
 
 @dataclass(frozen=True)
 class AsrConfig:
-    model_role: str = "asr_target"  # which Whisper role transcribes
-    # "ar" (greedy, CTranslate2), "ssd" (CTC self-speculative), "specasr", "ar_torch"; the default is what
-    # bench/results/asr_stream.json measured fastest on a 2-core CPU at the same WER (SSD verifies at a loss there)
-    method: str = "ar"
-    language: str = "en"
-    min_chunk_s: float = 1.0  # minimum new audio before a re-decode (whisper_streaming's min-chunk-size)
-    # trim the audio buffer at a committed sentence end past this length, seconds: every update of a long utterance
-    # re-decodes the whole buffer, so the decode at its end is shorter (bench asr-stream: ar vs ar_trim15)
-    buffer_trim_s: float = 8.0
+    model_role: str = setting("asr_target", label="ASR model", choices=("asr_target", "asr_draft"),
+                              help="asr_target = Whisper base (multilingual), asr_draft = Whisper tiny.en (faster).")
+    # the default is what bench/results/asr_stream.json measured fastest on a 2-core CPU at the same WER (SSD
+    # verifies at a loss there)
+    method: str = setting("ar", label="ASR method", choices=("ssd", "specasr", "ar", "ar_torch"),
+                          help="ar = plain greedy Whisper decoding on CTranslate2 (default: fastest on a CPU); ssd = "
+                               "CTC self-speculative decoding (ctc_self_speculative_asr.txt: the CTC head on "
+                               "Whisper's encoder drafts, the decoder verifies); specasr = Whisper tiny.en drafts, "
+                               "base verifies (specasr.txt); ar_torch = plain greedy on the same torch decoder SSD "
+                               "uses (the baseline).")
+    language: str = setting("en", label="Spoken language", choices=("auto",) + WHISPER_LANGUAGES,
+                            help="The language Whisper transcribes (a Whisper language code); auto = detect it. "
+                                 "Ignored by an English-only model (tiny.en).")
+    min_chunk_s: float = setting(1.0, label="Minimum new audio per update", unit="s", range=(0.2, 5.0),
+                                 help="whisper_streaming's min-chunk-size: new audio needed before the utterance is "
+                                      "re-decoded (LocalAgreement-2 commit policy).")
+    # every update of a long utterance re-decodes the whole buffer, so the decode at its end is shorter (bench
+    # asr-stream: ar vs ar_trim15)
+    buffer_trim_s: float = setting(8.0, label="Buffer trim", unit="s", range=(3.0, 28.0),
+                                   help="A long utterance's audio buffer is cut at a committed sentence end once it "
+                                        "is longer than this: every update re-decodes the buffer, so a shorter buffer "
+                                        "gives the final text sooner (bench asr-stream: 8 s vs 15 s).")
     # faster-whisper pads VAD speech by 0.4 s: soft onsets start before the VAD is sure (bench asr-stream)
-    pre_roll_s: float = 0.3  # audio before the VAD's start (its pad included) decoded too, seconds
-    # > 0: the previous utterance's audio stays in the buffer as acoustic context after a shorter pause; off by
-    # default: in dialogue it is often another voice, and it made the final text worse (bench asr-stream)
-    context_gap_s: float = 0.0
-    final_full: bool = True  # True: final text = the last decode of the whole utterance (False: LocalAgreement-2)
-    # with final_full: the words that leave a trimmed buffer keep the text of the latest decode of the buffer, which
-    # heard the audio after them (False: the words LocalAgreement-2 committed; bench asr-stream: ar_trim_committed)
-    trim_latest: bool = True
-    # after a trim the buffer keeps up to this much audio before the cut (from a word start), so the next decodes
-    # hear the words before their first new word (a buffer that starts at a sentence end misheard the first words
-    # after it); those words stay as they left (bench asr-stream: ar vs ar_no_overlap)
-    trim_overlap_s: float = 2.0
-    # > 0 (at least 9 s), with final_full: a trimmed utterance's final text is one exactly verified decode of its
-    # audio since its last piece, and speech longer than this is finished in pieces while spoken
-    # (engine/asr/streaming.py). 0 (default) = the words that left the buffer + the latest decode of the buffer:
-    # the final comes sooner; whole-utterance decodes were no closer to offline beam 5 (bench asr-stream: ar_piece20)
-    final_piece_s: float = 0.0
-    beam_size: int = 1
-    # beam width of the decode that gives an utterance's final text (at a VAD pause and at the end of speech); the
-    # partials stay greedy. Plain AR (asr.method=ar) only: SSD and SpecASR verify against greedy decoding.
-    # 5 gives a closer final text for more compute and a later final (bench asr-stream: ar_final_beam5 vs ar);
-    # 1 = greedy (default)
-    final_beam_size: int = 1
-    compute_type: str = "int8"  # CTranslate2 compute type on CPU ("float16" on CUDA)
-    device: str = "auto"  # "cpu", "cuda" or "auto"
-    cpu_threads: int = 0  # 0 = all cores
-    # Length-scaled encoding (engine/asr/window.py): the encoder sees the buffered audio plus a margin of
-    # silence, not a 30 s window; "padded" = the 30 s window (the baseline, and the guards' fallback)
-    encoder_window: str = "scaled"
-    encoder_margin_s: float = 4.0  # silence after the audio, seconds
-    encoder_min_s: float = 10.0  # shortest encoder window, seconds (a 10 s window costs 40 % of a 20 s one)
+    pre_roll_s: float = setting(0.3, label="ASR pre-roll", unit="s", range=(0.0, 2.0),
+                                help="Audio before the VAD's speech start (after its padding) that the ASR decodes "
+                                     "too: soft onsets (\"th\", \"f\", \"h\") start before the VAD is sure. Never "
+                                     "reaches into the previous utterance.")
+    # off by default: in dialogue the previous utterance is often another voice, and it made the final text worse
+    # (bench asr-stream)
+    context_gap_s: float = setting(0.0, label="Acoustic context gap", unit="s", range=(0.0, 30.0),
+                                   help="When the previous utterance ended less than this ago, its audio stays at "
+                                        "the head of the buffer as acoustic context (its words are not emitted "
+                                        "again); 0 = every utterance is decoded on its own audio.")
+    final_full: bool = setting(True, label="Final text from the whole utterance",
+                               help="On: at the end of speech the words still in the buffer come from the latest "
+                                    "decode of the whole utterance (it sees all of it); off: whisper_streaming's "
+                                    "rule, the words LocalAgreement-2 committed from shorter prefixes.")
+    # bench asr-stream: ar_trim_committed
+    trim_latest: bool = setting(True, label="Trimmed words from the latest decode",
+                                help="With the final text from the whole utterance: the words whose audio leaves the "
+                                     "buffer of a long utterance keep the text of the latest decode of the buffer "
+                                     "(it heard the words after them); off: the words LocalAgreement-2 committed "
+                                     "from shorter prefixes.")
+    # a buffer that starts at a sentence end misheard the first words after it (bench asr-stream: ar vs
+    # ar_no_overlap)
+    trim_overlap_s: float = setting(2.0, label="Trim overlap", unit="s", range=(0.0, 5.0),
+                                    help="A long utterance's buffer, trimmed at a sentence end, keeps up to this much "
+                                         "audio before the cut: the decodes after it hear the words before their "
+                                         "first new word (which are not emitted again). 0 = the buffer starts at "
+                                         "the cut.")
+    # whole-utterance decodes were no closer to offline beam 5 (bench asr-stream: ar_piece20), so 0 is the default
+    final_piece_s: float = setting(0.0, label="Final decode piece", unit="s", range=(0.0, 27.0),
+                                   help="With the final text from the whole utterance: an utterance longer than the "
+                                        "buffer gets its final text from one decode of all of it (the streaming text "
+                                        "as a draft, verified exactly); speech longer than this is finished in "
+                                        "pieces while it is spoken (at least 9 s). 0 = committed words + the latest "
+                                        "decode of the buffer (faster, less exact).")
+    beam_size: int = setting(1, label="Beam width of the partials", range=(1, 10),
+                             help="Beam width of the streaming decodes (1 = greedy). Plain AR only.")
+    # bench asr-stream: ar_final_beam5 vs ar
+    final_beam_size: int = setting(1, label="Beam width of the final decode", range=(1, 10),
+                                   help="The decode that gives an utterance's final text (at a pause and at the end "
+                                        "of speech) uses beam search of this width; partials stay greedy. 1 = greedy. "
+                                        "Plain AR only (SSD and SpecASR verify against greedy decoding).")
+    compute_type: str = setting("int8", label="ASR compute type", choices=COMPUTE_TYPES,
+                                help="CTranslate2 compute type of the Whisper weights: int8 on a CPU, float16 on "
+                                     "CUDA.")
+    device: str = setting("auto", label="ASR device", choices=DEVICES,
+                          help="Where Whisper runs: auto = CUDA when present, else the CPU; cpu; cuda.")
+    cpu_threads: int = setting(0, label="ASR CPU threads", range=(0, 256),
+                               help="CPU threads of the Whisper decode; 0 = all cores.")
+    # Length-scaled encoding (engine/asr/window.py)
+    encoder_window: str = setting("scaled", label="Encoder window", choices=("scaled", "padded"),
+                                  help="scaled = encode the buffered audio plus a margin of silence (cost grows with "
+                                       "the audio, whisper.cpp's audio_ctx idea); padded = always a 30 s window "
+                                       "(Whisper's training length, slow). Scaled decodes that fail a guard are "
+                                       "redone padded.")
+    encoder_margin_s: float = setting(4.0, label="Encoder margin", unit="s", range=(0.0, 10.0),
+                                      help="Silence appended after the audio in a scaled window: Whisper ends and "
+                                           "punctuates better when it sees silence after the speech.")
+    # a 10 s window costs 40 % of a 20 s one
+    encoder_min_s: float = setting(10.0, label="Shortest encoder window", unit="s", range=(1.0, 30.0),
+                                   help="Scaled windows are never shorter than this.")
     # Decode guards (every method): token cap = guard_tokens_per_s * audio seconds + guard_tokens_base
-    guard_tokens_per_s: float = 6.0
-    guard_tokens_base: int = 24
-    guard_compression_ratio: float = 2.4  # gzip compression ratio above which a decode is a loop
-    guard_logprob: float = -1.0  # mean token log-prob below which a short-window decode is re-done padded
-    guard_no_speech: float = 0.6  # no-speech probability above which (with a low log-prob) a window is silence
+    guard_tokens_per_s: float = setting(6.0, label="Token cap per second", unit="tokens/s", range=(0.5, 20.0),
+                                        help="Decode guard: at most this many tokens per second of audio (plus a "
+                                             "constant); a decode that hits the cap is a loop.")
+    guard_tokens_base: int = setting(24, label="Token cap constant", unit="tokens", range=(4, 200),
+                                     help="Decode guard: tokens allowed on top of the per-second cap.")
+    guard_compression_ratio: float = setting(2.4, label="Loop guard: compression ratio", range=(1.5, 10.0),
+                                             help="A decode whose text compresses better than this (gzip) is a "
+                                                  "repetition loop (Whisper's own fallback rule).")
+    guard_logprob: float = setting(-1.0, label="Guard: mean log-prob", range=(-10.0, 0.0),
+                                   help="A scaled-window decode below this mean token log-prob is redone on the "
+                                        "padded window (Whisper's log-prob threshold).")
+    guard_no_speech: float = setting(0.6, label="Guard: no-speech probability", range=(0.0, 1.0),
+                                     help="With a low log-prob, a window above this no-speech probability is silence "
+                                          "and gives no words (Whisper's rule).")
     # CTC self-speculative decoding (ctc_self_speculative_asr.txt, Table 1)
-    tau_ctc: float = 0.7
-    tau_slm: float = 0.2
-    ssd_rejoin: bool = True  # re-join the CTC draft after an AR correction (paper footnote 1; torch engine)
-    ssd_engine: str = "ct2"  # "ct2" (int8 CTranslate2 verify/continue, the live path) or "torch" (the protocol one)
+    tau_ctc: float = setting(0.7, label="τ_CTC", range=(0.0, 10.0),
+                             help="CTC self-speculative decoding (ctc_self_speculative_asr.txt, Eq. 3): accept the "
+                                  "CTC draft without the decoder if every frame entropy is below τ_CTC. Not used by "
+                                  "the 'ar' method.")
+    tau_slm: float = setting(0.2, label="τ_SLM", range=(0.0, 1.0),
+                             help="CTC self-speculative decoding (Eq. 5): accept the draft in one decoder pass if "
+                                  "every token probability exceeds τ_SLM. Presets (Table 1): high accuracy "
+                                  "τ_CTC=0.7, τ_SLM=0.2; high RTFx τ_CTC=3.0, τ_SLM=0.1.")
+    ssd_rejoin: bool = setting(True, label="SSD draft re-join",
+                               help="After an AR correction (Eq. 6), re-join the rest of the CTC draft and verify it "
+                                    "in one pass (the paper's footnote 1; torch engine); off = plain Eq. 6.")
+    ssd_engine: str = setting("ct2", label="SSD decoder engine", choices=("ct2", "torch"),
+                              help="ct2 = verify (one align pass, which also gives the word times) and continue on "
+                                   "CTranslate2's int8 decoder, as faster-whisper runs (the live path); torch = the "
+                                   "causal-LM protocol implementation with KV-cache reuse and draft re-join "
+                                   "(engine/asr/ctc_self_speculative.py).")
     # SpecASR (specasr.txt §IV-A)
-    specasr_threshold: float = 0.4
-    specasr_max_draft: int = 24
-    specasr_tree: bool = True
+    specasr_threshold: float = setting(0.4, label="SpecASR truncation threshold", range=(0.0, 1.0),
+                                       help="SpecASR §IV-A: stop drafting where the draft's normalised logit falls "
+                                            "below this. Not used by the 'ar' method.")
+    specasr_max_draft: int = setting(24, label="SpecASR max draft length", unit="tokens", range=(1, 64),
+                                     help="SpecASR §IV-A: longest draft.")
+    specasr_tree: bool = setting(True, label="SpecASR sparse tree",
+                                 help="SpecASR §IV-C: two-pass sparse token tree on/off.")
+    # second pass and language identification (engine/asr/streaming.py SecondPass, SessionLanguage); plain fields,
+    # each comment: help | unit | range
+    revise_max_s: float = 24.0  # re-decode up to this much audio of consecutive utterances in one window while the process is idle and revise their text (RevisedTranscript); 0 = off | s | 0 or 4–28
+    revise_gap_s: float = 2.0  # longest pause between two utterances the second pass decodes together | s | 0.1–10
+    revise_idle_cores: float = 0.5  # the second pass waits until the process used less CPU than this over 0.3 s (an answer or caption being computed) | cores | 0.05–16
+    language_switch_p: float = 0.8  # asr.language=auto: probability another language needs to switch the language an utterance is decoded in | — | 0.5–1.0
+    language_switch_min_s: float = 1.5  # asr.language=auto: shortest audio whose language identification may switch it (a short "okay" never does) | s | 0–10
+    language_agree_p: float = 0.6  # asr.language=auto: two consecutive utterances most probably in the same other language (at least this probability) switch the session to it | — | 0.3–1.0
+
+
+_LLM_ROLES = ("llm_target", "llm_draft")
 
 
 @dataclass(frozen=True)
 class LlmConfig:
-    model_role: str = "llm_target"
-    n_ctx: int = 4096
-    n_threads: int = 0  # 0 = all cores
-    n_gpu_layers: int = -1  # offload all layers when llama.cpp was built with CUDA/Metal; ignored on CPU
-    max_answer_tokens: int = 256
-    system_prompt: str = (
+    model_role: str = setting("llm_target", label="Answer model", choices=_LLM_ROLES,
+                              help="llm_target = Qwen2.5-Coder-1.5B-Instruct; llm_draft = the 0.5B model (faster).")
+    n_ctx: int = setting(4096, label="Context length", unit="tokens", range=(512, 131072),
+                         help="llama.cpp context window of the answering LLM.")
+    n_threads: int = setting(0, label="LLM CPU threads", range=(0, 256), help="llama.cpp threads; 0 = all cores.")
+    n_gpu_layers: int = setting(-1, label="LLM layers on the GPU", range=(-1, 1000),
+                                help="Layers offloaded when llama.cpp was built with CUDA/Metal (-1 = all); ignored "
+                                     "on a CPU build.")
+    device: str = setting("auto", label="LLM device", choices=DEVICES,
+                          help="Where the LLM runs: auto = CUDA when present, else the CPU; cpu; cuda.")
+    max_answer_tokens: int = setting(256, label="Longest answer", unit="tokens", range=(8, 2048),
+                                     help="Longest answer.")
+    system_prompt: str = setting(
         "You are specvoice, a helpful offline voice assistant. Answer in plain spoken English, "
-        "briefly (two or three sentences), without markdown, lists or code."
-    )
-    answer_method: str = "predgen"  # "predgen" (speculate while the user speaks) or "cascade" (plain AR)
+        "briefly (two or three sentences), without markdown, lists or code.",
+        label="System prompt", help="The instruction the answering LLM gets before the conversation.")
+    answer_method: str = setting("predgen", label="Answer method", choices=("predgen", "cascade"),
+                                 help="predgen = speculate on partial transcripts (PredGen, predgen.txt Algorithm 1); "
+                                      "cascade = answer only after you finish.")
     # PredGen (predgen.txt)
-    predgen_verifier: str = "greedy"  # greedy | top_k | reflection | biased
-    # LLM threads while the user speaks (0 = all): bench/results/voice.json; speculation yields to every ASR decode
-    predgen_speculation_threads: int = 0
-    predgen_top_k: int = 3
-    predgen_tokens_per_update: int = 8
-    # what PredGen answers while the user speaks: "hypothesis" (the final transcript if speech ended now) or
-    # "partial" (the partial transcript as shown)
-    predgen_source: str = "hypothesis"
+    predgen_verifier: str = setting("greedy", label="PredGen verifier",
+                                    choices=("greedy", "top_k", "reflection", "biased"),
+                                    help="greedy (lossless), top_k, reflection (LLM judge) or biased (SSBD β) — "
+                                         "predgen.txt §3.1.")
+    # bench/results/voice.json; speculation yields to every ASR decode
+    predgen_speculation_threads: int = setting(0, label="PredGen speculation threads", range=(0, 64),
+                                               help="LLM threads for speculation while you speak (0 = all); it pauses "
+                                                    "during every ASR decode and runs at low priority, so the ASR is "
+                                                    "never delayed.")
+    predgen_top_k: int = setting(3, label="PredGen top-k", range=(1, 50),
+                                 help="Top-k verifier: accept candidate tokens among the k most likely.")
+    predgen_tokens_per_update: int = setting(8, label="PredGen work per update", unit="tokens", range=(0, 64),
+                                             help="Work budget of one speculative update while you speak; 0 = only "
+                                                  "pre-fill the partial prompt (cascade + incremental prefill).")
+    predgen_source: str = setting("hypothesis", label="PredGen answers", choices=PARTIAL_SOURCES,
+                                  help="hypothesis = what the final transcript would be if you stopped now (the final "
+                                       "decode's corrections of earlier words are already in the candidate); "
+                                       "partial = the partial transcript as shown.")
     # an LLM server instead of in-process llama.cpp (engine/llm/remote/adapter.py; README "Use an LLM server")
-    backend: str = "local"  # "local" | "remote"
-    base_url: str = ""  # remote: http://host:port of vLLM / SGLang / llama_cpp.server
-    model: str = ""  # remote: served model name ("" = the server's first)
-    api_key_env: str = ""  # remote: name of the environment variable holding the API key (never the key itself)
-    tokenizer: str = ""  # remote: the served model's tokenizer, .gguf or directory ("" = model_role's GGUF)
-    remote_api: str = "auto"  # auto | openai | sglang
-    remote_top_n: int = 5  # log-probs per position (≥ predgen_top_k; vLLM caps it at --max-logprobs)
-    remote_timeout_s: float = 30.0
-    remote_retries: int = 2
+    backend: str = setting("local", label="LLM backend", choices=("local", "remote"),
+                           help="local = llama.cpp in this process; remote = an LLM server (vLLM, SGLang, "
+                                "llama_cpp.server) at llm.base_url; PredGen/SSBD need its prompt log-probabilities.")
+    base_url: str = setting("", label="LLM server URL",
+                            help="http://host:port of the server (required with llm.backend = remote).")
+    model: str = setting("", label="Served model", help="The model name on the server; empty = its first.")
+    api_key_env: str = setting("", label="API key variable",
+                               help="Name of the environment variable holding the server's API key; the key itself "
+                                    "is never stored or logged.")
+    tokenizer: str = setting("", label="Server model tokenizer",
+                             help="The served model's tokenizer (.gguf or directory), checked against the server at "
+                                  "connect time; empty = the local GGUF of llm.model_role.")
+    remote_api: str = setting("auto", label="Server API", choices=("auto", "openai", "sglang"),
+                              help="auto-detect, OpenAI /v1/completions, or SGLang /generate.")
+    remote_top_n: int = setting(5, label="Log-probs per position", range=(2, 20),
+                                help="Top-N log-probabilities the server returns per position (greedy is exact when "
+                                     "top-1 is returned; top-k needs k ≤ N; vLLM caps it at --max-logprobs).")
+    remote_timeout_s: float = setting(30.0, label="Server time-out", unit="s", range=(1.0, 600.0),
+                                      help="Time-out of one request to the server.")
+    remote_retries: int = setting(2, label="Server retries", range=(0, 10),
+                                  help="Retries with exponential back-off on connection errors and 5xx.")
+
+
+def _target_alias(value: str) -> str | None:
+    return language_code(value)
 
 
 @dataclass(frozen=True)
 class CaptionConfig:
-    method: str = "ssbd"  # "ssbd" (previous output as the draft) or "ar" (re-translate from scratch)
-    target_language: str = "German"
-    model_role: str = "llm_target"
-    max_tokens: int = 96
+    method: str = setting("ssbd", label="Caption method", choices=("ssbd", "ar"),
+                          help="ssbd = previous translation as the draft (SSBD, ssbd_live_translation.txt Algorithm "
+                               "1); ar = re-translate from scratch.")
+    target_language: str = setting(
+        "German", label="Target language", choices=_TARGET_CODES, alias=_target_alias,
+        accepts="a code or English name of " + ", ".join(f"{c}/{LANGUAGES[c]}" for c in _TARGET_CODES),
+        help="Language of the live translation, a code or English name: de/German, fr/French, es/Spanish (few-shot "
+             "framing and the fidelity guard's language check), or it, pt, nl, zh, ja, ru, pl, tr (no language "
+             "check).")
+    model_role: str = setting("llm_target", label="Caption model", choices=_LLM_ROLES,
+                              help="The LLM that translates: llm_target (1.5B) or llm_draft (0.5B, faster).")
+    max_tokens: int = setting(96, label="Max caption tokens", unit="tokens", range=(8, 1024),
+                              help="Longest translation of one update.")
     # SSBD (ssbd_live_translation.txt Eq. 5)
-    beta: float = 0.2
-    mask_k: int = 5
-    display_only_mask: bool = True
-    # "utterance": the whole utterance is re-translated on each update (measured better: caption_segment.json);
-    # "sentence": closed sentences are translated once and kept, only the open one is re-translated
-    segment: str = "utterance"
-    # what a partial update translates: "hypothesis" (the text the final transcript would have if speech ended now:
-    # the final decode's corrections of earlier words are in the draft already) or "partial" (committed + tentative)
-    source: str = "hypothesis"
+    beta: float = setting(0.2, label="β (SSBD bias)", range=(0.0, 1.0),
+                          help="SSBD Eq. 5: P' = (1−β)·P + β·onehot(draft). Higher = calmer captions and faster, too "
+                               "high can lock in errors. 0 = unbiased self-speculation.")
+    mask_k: int = setting(5, label="mask-k", unit="tokens", range=(0, 20),
+                          help="Hide (display-only) or trim (classic) the last k tokens of each intermediate "
+                               "translation (Arivazhagan et al. 2020b; SSBD Table 4).")
+    display_only_mask: bool = setting(True, label="Display-only mask-k",
+                                      help="On: keep the last k tokens in the draft but hide them on screen (SSBD's "
+                                           "proposal). Off: trim them from the draft (classic mask-k).")
+    # utterance was measured better: bench/results/caption_segment.json
+    segment: str = setting("utterance", label="Translate by", choices=("sentence", "utterance"),
+                           help="utterance = the whole utterance is re-translated on every update (default); "
+                                "sentence = a finished sentence is translated once and kept, only the last one is "
+                                "re-translated (steadier captions, but not sooner on two cores: see the README).")
+    source: str = setting("hypothesis", label="Partial captions translate", choices=PARTIAL_SOURCES,
+                          help="hypothesis = what the final transcript would be if speech ended now, so the final "
+                               "decode's corrections of earlier words are already in the draft; partial = the "
+                               "partial transcript (committed + tentative words, as shown).")
 
 
 @dataclass(frozen=True)
 class TtsConfig:
-    engine: str = "piper"  # "piper" or "codec" (the AR codec-token TTS, assets/codec_tts)
-    length_scale: float = 1.0
-    # the answer's first spoken piece may end at a clause (, ; : dash) once it has this many words (0 = a sentence)
-    first_clause_words: int = 4
-    # codec TTS sampler: "ar", "pcg" (pcg_tts.txt Algorithm 1), "sd" or "ssd" (constant bias 0.3); target-only is
-    # the default: on ONNX Runtime it is the fastest at equal CER on 2 cores (bench/results/tts.json: PCG 0.87×)
-    codec_method: str = "ar"
+    engine: str = setting("piper", label="TTS engine", choices=("piper", "codec"),
+                          help="piper = the Piper voice (default); codec = the autoregressive codec-token TTS trained "
+                               "here (assets/codec_tts), sampled with the codec method below.")
+    device: str = setting("auto", label="TTS device", choices=DEVICES,
+                          help="Where speech synthesis runs: auto = CUDA when present, else the CPU; cpu; cuda.")
+    length_scale: float = setting(1.0, label="Speech rate (length scale)", range=(0.5, 2.0),
+                                  help="Piper phoneme duration scale (> 1 slower).")
+    first_clause_words: int = setting(4, label="First spoken piece", unit="words", range=(0, 40),
+                                      help="Start speaking the answer at its first clause boundary (, ; : or a dash) "
+                                           "once it has this many words, instead of waiting for the whole first "
+                                           "sentence; PredGen pre-synthesises that piece. 0 = whole sentence.")
+    # target-only is the default: on ONNX Runtime it is the fastest at equal CER on 2 cores
+    # (bench/results/tts.json: PCG 0.87×)
+    codec_method: str = setting("ar", label="Codec TTS sampler", choices=("pcg", "sd", "ssd", "ar"),
+                                help="pcg = speculative sampling with Principled Coarse-Graining (pcg_tts.txt "
+                                     "Algorithm 1); sd = standard speculative sampling; ssd = constant-bias "
+                                     "relaxation (0.3); ar = target only (default: fastest at equal CER on a CPU, "
+                                     "see the README).")
     # PCG (pcg_tts.txt Eq. 1, Algorithm 1)
-    theta: float = 0.42
-    lookahead: int = 3
-    temperature: float = 0.2  # the paper samples LLaSA at 0.8; this small codec LM is intelligible only lower (card.md)
+    theta: float = setting(0.42, label="PCG θ", range=(0.0, 1.0),
+                           help="PCG Eq. 1: cosine-similarity threshold of acoustic similarity groups (pcg_tts.txt; "
+                                "best 0.38–0.45). Used by the PCG codec TTS.")
+    lookahead: int = setting(3, label="PCG lookahead L_d", unit="tokens", range=(1, 16),
+                             help="PCG Algorithm 1: draft tokens per verification step.")
+    # the paper samples LLaSA at 0.8; this small codec LM is intelligible only lower (card.md)
+    temperature: float = setting(0.2, label="Codec TTS temperature", range=(0.1, 2.0),
+                                 help="Sampling temperature of the codec TTS (paper: 0.8 for LLaSA-8B; this small "
+                                      "model speaks most clearly at ≈ 0.2: assets/codec_tts/card.md).")
 
 
 @dataclass(frozen=True)
 class DuplexConfig:
     """Talking over the assistant with the speaker on (bench/results/duplex.json)."""
 
-    echo_cancellation: bool = True  # WebRTC AEC3 (livekit APM) on the microphone while the speaker plays
-    noise_suppression: bool = False  # WebRTC noise suppression on the microphone
-    input_latency_ms: float = 100.0  # capture-side delay added to the player's measured output latency
-    end_of_turn: str = "vad"  # "vad" (silence of vad.min_silence_s) | "smart_turn" (Smart Turn v3.2 at each pause)
-    turn_threshold: float = 0.5
-    turn_pause_s: float = 0.2  # silence after which Smart Turn is asked
-    turn_max_silence_s: float = 2.0  # silence that always ends the turn (smart_turn)
-    barge_in_min_speech_s: float = 0.1
-    barge_in_threshold: float = 0.5
+    echo_cancellation: bool = setting(True, label="Echo cancellation",
+                                      help="WebRTC AEC3 (livekit) removes the assistant's own voice from the "
+                                           "microphone, with what the speaker plays as reference (microphone + "
+                                           "speaker).")
+    noise_suppression: bool = setting(False, label="Noise suppression",
+                                      help="WebRTC noise suppression on the microphone.")
+    input_latency_ms: float = setting(100.0, label="Microphone latency", unit="ms", range=(0.0, 500.0),
+                                      help="Capture-side delay added to the speaker's measured output latency as the "
+                                           "echo canceller's delay hint.")
+    end_of_turn: str = setting("vad", label="End of turn", choices=("vad", "smart_turn"),
+                               help="vad = a silence of vad.min_silence_s ends the turn; smart_turn = after a short "
+                                    "pause Smart Turn v3.2 (audio model) decides complete vs mid-sentence; a long "
+                                    "silence always ends it.")
+    turn_threshold: float = setting(0.5, label="Turn-complete threshold", range=(0.05, 0.95),
+                                    help="Smart Turn probability at or above which a pause ends the turn.")
+    turn_pause_s: float = setting(0.2, label="Pause before asking", unit="s", range=(0.1, 1.0),
+                                  help="Silence after which Smart Turn is asked.")
+    turn_max_silence_s: float = setting(2.0, label="Longest pause", unit="s", range=(0.5, 5.0),
+                                        help="Silence that always ends the turn (smart_turn).")
+    barge_in_min_speech_s: float = setting(0.1, label="Barge-in speech", unit="s", range=(0.03, 0.5),
+                                           help="Echo-cancelled speech needed to interrupt the assistant.")
+    barge_in_threshold: float = setting(0.5, label="Barge-in threshold", range=(0.1, 0.9),
+                                        help="Speech probability for barge-in; lower reacts sooner but may trigger on "
+                                             "residual echo.")
 
 
 @dataclass(frozen=True)
 class Config:
-    models: ModelsConfig = field(default_factory=ModelsConfig)
-    audio: AudioConfig = field(default_factory=AudioConfig)
-    vad: VadConfig = field(default_factory=VadConfig)
-    asr: AsrConfig = field(default_factory=AsrConfig)
-    llm: LlmConfig = field(default_factory=LlmConfig)
-    caption: CaptionConfig = field(default_factory=CaptionConfig)
-    tts: TtsConfig = field(default_factory=TtsConfig)
-    duplex: DuplexConfig = field(default_factory=DuplexConfig)
+    # in the settings dialog's order: what a user tunes first
+    vad: VadConfig = section(VadConfig, "Voice activity")
+    asr: AsrConfig = section(AsrConfig, "Speech recognition")
+    llm: LlmConfig = section(LlmConfig, "Answer (LLM, PredGen)")
+    caption: CaptionConfig = section(CaptionConfig, "Live caption (SSBD)")
+    tts: TtsConfig = section(TtsConfig, "Speech synthesis (TTS, PCG)")
+    duplex: DuplexConfig = section(DuplexConfig, "Talking over the answer (duplex)")
+    models: ModelsConfig = section(ModelsConfig, "Models")
+    audio: AudioConfig = section(AudioConfig, "Devices")
 
     def cache_dir(self) -> Path:
         d = self.models.cache_dir or os.environ.get("SPECVOICE_CACHE") or "~/.cache/specvoice"
         return Path(d).expanduser()
 
-    def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> "Config":
-        """Return a copy with ``{section: {key: value}}`` applied (values coerced to the field type).
+    def get(self, key: str) -> Any:
+        """The value of ``section.name``. Raises ConfigError for an unknown key."""
+        s = lookup(key)
+        return getattr(getattr(self, s.section), s.name)
+
+    def with_overrides(self, overrides: Mapping[str, Mapping[str, Any]]) -> "Config":
+        """Return a copy with ``{section: {key: value}}`` applied, values coerced to the field's type (ranges and
+        choices are checked by :func:`validate`).
 
         Raises:
-            ConfigError: unknown section or key, or a value that cannot be coerced.
+            ConfigError: unknown section or key, or a value that is not of the field's type.
         """
         cfg = self
-        for section, values in overrides.items():
-            if section not in {f.name for f in fields(Config)}:
-                raise ConfigError(f"unknown config section [{section}]")
-            sub = getattr(cfg, section)
-            known = {f.name: f for f in fields(sub)}
-            changes = {}
-            for key, value in values.items():
-                if key not in known:
-                    raise ConfigError(f"unknown config key {section}.{key}")
-                changes[key] = _coerce(getattr(sub, key), value, f"{section}.{key}")
-            cfg = replace(cfg, **{section: replace(sub, **changes)})
+        for sec, values in overrides.items():
+            if sec not in SECTIONS:
+                raise ConfigError(f"unknown config section [{sec}] (sections: {', '.join(SECTIONS)})")
+            if not isinstance(values, Mapping):
+                raise ConfigError(f"[{sec}] must be a table of settings, got {values!r}")
+            changes = {name: lookup(f"{sec}.{name}").coerce(value) for name, value in values.items()}
+            cfg = replace(cfg, **{sec: replace(getattr(cfg, sec), **changes)})
         return cfg
+
+    def with_value(self, key: str, value: Any) -> "Config":
+        """A copy with one setting ``section.name`` parsed from ``value`` and checked. Raises ConfigError."""
+        s = lookup(key)
+        v = s.parse(value)
+        return replace(self, **{s.section: replace(getattr(self, s.section), **{s.name: v})})
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def _coerce(default: Any, value: Any, name: str) -> Any:
-    typ = type(default)
-    try:
-        if typ is bool:
-            if isinstance(value, str):
-                if value.lower() in ("1", "true", "yes", "on"):
-                    return True
-                if value.lower() in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError(value)
-            return bool(value)
-        return typ(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}: expected {typ.__name__}, got {value!r}") from None
+def _collect() -> dict[str, Setting]:
+    out: dict[str, Setting] = {}
+    for sec in fields(Config):
+        cls = sec.default_factory
+        defaults = cls()
+        for f in fields(cls):
+            m = f.metadata
+            default = getattr(defaults, f.name)
+            out[f"{sec.name}.{f.name}"] = Setting(
+                key=f"{sec.name}.{f.name}", section=sec.name, name=f.name, type=type(default), default=default,
+                label=m.get("label", ""), help=m.get("help", ""), unit=m.get("unit", ""), range=m.get("range"),
+                choices=m.get("choices"), alias=m.get("alias"), accepts=m.get("accepts", ""))
+    return out
+
+
+#: every setting, ``section.name`` → :class:`Setting`, in declaration order
+SETTINGS: dict[str, Setting] = _collect()
+#: the sections of :class:`Config`, in order, and their titles
+SECTIONS: tuple[str, ...] = tuple(f.name for f in fields(Config))
+TITLES: dict[str, str] = {f.name: f.metadata["title"] for f in fields(Config)}
+
+
+def lookup(key: str) -> Setting:
+    """The :class:`Setting` of ``section.name``.
+
+    Raises:
+        ConfigError: an unknown section or key (the message lists what the section has).
+    """
+    s = SETTINGS.get(key)
+    if s is not None:
+        return s
+    sec = key.split(".", 1)[0]
+    if sec not in SECTIONS:
+        raise ConfigError(f"{key}: unknown config section [{sec}] (sections: {', '.join(SECTIONS)})")
+    names = ", ".join(k.split(".", 1)[1] for k in SETTINGS if k.startswith(sec + "."))
+    raise ConfigError(f"{key}: unknown config key ({sec} has: {names})")
+
+
+def check_combination(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
+    """Rules between settings: ``[(keys, message), ...]`` for each broken one; ``keys`` are the settings involved,
+    the one the user should change first."""
+    out = []
+    if cfg.llm.backend == "remote" and not cfg.llm.base_url:
+        out.append((("llm.base_url", "llm.backend"), "llm.base_url: required with llm.backend = remote"))
+    return out
+
+
+def problems(cfg: Config) -> dict[str, str]:
+    """Every invalid value of ``cfg``: ``{key: one-line message}`` (empty when valid)."""
+    out: dict[str, str] = {}
+    for key, s in SETTINGS.items():
+        try:
+            s.check(cfg.get(key))
+        except ConfigError as e:
+            out[key] = str(e)
+    for keys, msg in check_combination(cfg):
+        out.setdefault(keys[0], msg)
+    return out
+
+
+def validate(cfg: Config) -> None:
+    """Raise ConfigError (one line, the first problem) for a value outside its range or choices, or a broken rule
+    between settings (the settings dialog shows every problem beside its field)."""
+    bad = problems(cfg)
+    if bad:
+        raise ConfigError(next(iter(bad.values())))
 
 
 def default_config_path() -> Path | None:
@@ -267,263 +696,125 @@ def default_config_path() -> Path | None:
     return p2 if p2.exists() else None
 
 
+def environment_overrides(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """The settings the environment sets: ``SPECVOICE_<SECTION>_<KEY>`` for each setting, and
+    ``SPECVOICE_MODEL_<ROLE>`` (the model of a role), as ``{section: {key: text}}``."""
+    env = os.environ if environ is None else environ
+    out: dict[str, dict[str, str]] = {}
+    for role in ROLES:
+        v = env.get(f"SPECVOICE_MODEL_{role.upper()}")
+        if v:
+            out.setdefault("models", {})[role] = v
+    for key, s in SETTINGS.items():
+        v = env.get(s.env)
+        if v is not None:
+            out.setdefault(s.section, {})[s.name] = v
+    return out
+
+
+def parse_set(item: str) -> tuple[str, str]:
+    """``"section.key=value"`` (a ``--set``) → ``(key, value text)``.
+
+    Raises:
+        ConfigError: not of the form section.key=value, or an unknown key.
+    """
+    k, eq, v = item.partition("=")
+    if not eq or "." not in k:
+        raise ConfigError(f"--set expects section.key=value, got {item!r}")
+    key = k.strip()
+    lookup(key)
+    return key, v
+
+
 def load_config(
     path: str | Path | None = None,
     model_overrides: dict[str, str] | None = None,
     sets: list[str] | None = None,
+    edits: Mapping[str, Any] | None = None,
+    on_rejected: Callable[[str, str], None] | None = None,
 ) -> Config:
-    """Build the configuration from defaults, TOML file, environment and CLI overrides.
+    """Build the configuration from defaults, TOML file, environment, CLI overrides and the app's dialog edits.
+
+    The CLI and the desktop app both build their configuration here, so the same file and environment give the
+    same settings.
 
     Args:
         path: a TOML file; None = ``default_config_path()``.
         model_overrides: ``{role: spec}`` from ``--model ROLE=SPEC``.
         sets: ``["section.key=value", ...]`` from ``--set``.
+        edits: ``{"section.key": value}`` applied last (the desktop app's stored dialog edits); each is checked on
+            its own and one that is unknown or invalid is skipped (the rest still apply).
+        on_rejected: called ``(key, message)`` for each skipped edit; None = raise ConfigError instead.
 
     Raises:
-        ConfigError: unreadable TOML, unknown keys, bad values or roles.
+        ConfigError: unreadable TOML, unknown keys, bad values or roles (one line naming the setting).
     """
     cfg = Config()
     path = Path(path) if path else default_config_path()
     if path is not None:
         try:
             data = tomllib.loads(Path(path).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"cannot read config file {path}: {e}") from None
         cfg = cfg.with_overrides(data)
-    env_models = {}
-    for role in ROLES:
-        v = os.environ.get(f"SPECVOICE_MODEL_{role.upper()}")
-        if v:
-            env_models[role] = v
-    if env_models:
-        cfg = cfg.with_overrides({"models": env_models})
+    env = environment_overrides()
+    if env:
+        cfg = cfg.with_overrides(env)
     if model_overrides:
         bad = set(model_overrides) - set(ROLES)
         if bad:
             raise ConfigError(f"unknown model role(s) {sorted(bad)}; roles are {', '.join(ROLES)}")
         cfg = cfg.with_overrides({"models": model_overrides})
     for item in sets or []:
-        if "=" not in item or "." not in item.split("=", 1)[0]:
-            raise ConfigError(f"--set expects section.key=value, got {item!r}")
-        k, v = item.split("=", 1)
-        section, key = k.split(".", 1)
-        cfg = cfg.with_overrides({section: {key: v}})
+        key, value = parse_set(item)
+        cfg = cfg.with_overrides({key.split(".")[0]: {key.split(".", 1)[1]: value}})
     validate(cfg)
+    if edits:
+        cfg = apply_edits(cfg, edits, on_rejected)
     return cfg
 
 
-# Label and tooltip (what it does, and its source) for every setting the GUI shows.
-SETTINGS_HELP: dict[str, tuple[str, str]] = {
-    "vad.threshold": ("VAD threshold", "Silero VAD speech probability above which audio counts as speech."),
-    "vad.min_silence_s": ("End-of-speech silence (s)", "Silence that ends an utterance; shorter answers sooner, "
-                          "longer tolerates pauses."),
-    "vad.min_speech_s": ("Minimum speech (s)", "Shorter bursts of speech are ignored."),
-    "vad.speech_pad_s": ("Speech padding (s)", "Audio kept before speech starts and after it ends."),
-    "asr.method": ("ASR method", "ar = plain greedy Whisper decoding on CTranslate2 (default: fastest on a "
-                   "CPU); ssd = CTC self-speculative decoding (ctc_self_speculative_asr.txt: the CTC "
-                   "head on Whisper's encoder drafts, the decoder verifies); specasr = Whisper tiny.en drafts, base "
-                   "verifies (specasr.txt); ar_torch = plain greedy on "
-                   "the same torch decoder SSD uses (the baseline)."),
-    "asr.model_role": ("ASR model", "asr_target = Whisper base (multilingual), asr_draft = Whisper tiny.en (faster)."),
-    "asr.min_chunk_s": ("Minimum new audio per update (s)", "whisper_streaming's min-chunk-size: new audio needed "
-                        "before the utterance is re-decoded (LocalAgreement-2 commit policy)."),
-    "asr.buffer_trim_s": ("Buffer trim (s)", "A long utterance's audio buffer is cut at a committed sentence end once "
-                          "it is longer than this: every update re-decodes the buffer, so a shorter buffer gives the "
-                          "final text sooner (bench asr-stream: 8 s vs 15 s)."),
-    "asr.pre_roll_s": ("ASR pre-roll (s)", "Audio before the VAD's speech start (after its padding) that the ASR "
-                       "decodes too: soft onsets (\"th\", \"f\", \"h\") start before the VAD is sure. Never reaches "
-                       "into the previous utterance."),
-    "asr.context_gap_s": ("Acoustic context gap (s)", "When the previous utterance ended less than this ago, its "
-                          "audio stays at the head of the buffer as acoustic context (its words are not emitted "
-                          "again); 0 = every utterance is decoded on its own audio."),
-    "asr.final_beam_size": ("Beam width of the final decode", "The decode that gives an utterance's final text (at "
-                            "a pause and at the end of speech) uses beam search of this width; partials stay greedy. "
-                            "1 = greedy. Plain AR only (SSD and SpecASR verify against greedy decoding)."),
-    "asr.final_full": ("Final text from the whole utterance", "On: at the end of speech the words still in the "
-                       "buffer come from the latest decode of the whole utterance (it sees all of it); off: "
-                       "whisper_streaming's rule, the words LocalAgreement-2 committed from shorter prefixes."),
-    "asr.trim_latest": ("Trimmed words from the latest decode", "With the final text from the whole utterance: the "
-                        "words whose audio leaves the buffer of a long utterance keep the text of the latest decode "
-                        "of the buffer (it heard the words after them); off: the words LocalAgreement-2 committed "
-                        "from shorter prefixes."),
-    "asr.trim_overlap_s": ("Trim overlap (s)", "A long utterance's buffer, trimmed at a sentence end, keeps up to "
-                           "this much audio before the cut: the decodes after it hear the words before their "
-                           "first new word (which are not emitted again). 0 = the buffer starts at the cut."),
-    "asr.final_piece_s": ("Final decode piece (s)", "With the final text from the whole utterance: an utterance "
-                          "longer than the buffer gets its final text from one decode of all of it (the streaming "
-                          "text as a draft, verified exactly); speech longer than this is finished in pieces while "
-                          "it is spoken (at least 9 s). 0 = committed words + the latest decode of the buffer (faster, less exact)."),
-    "asr.encoder_window": ("Encoder window", "scaled = encode the buffered audio plus a margin of silence (cost "
-                           "grows with the audio, whisper.cpp's audio_ctx idea); padded = always a 30 s window "
-                           "(Whisper's training length, slow). Scaled decodes that fail a guard are redone padded."),
-    "asr.encoder_margin_s": ("Encoder margin (s)", "Silence appended after the audio in a scaled window: Whisper "
-                             "ends and punctuates better when it sees silence after the speech."),
-    "asr.encoder_min_s": ("Shortest encoder window (s)", "Scaled windows are never shorter than this."),
-    "asr.guard_tokens_per_s": ("Token cap per second", "Decode guard: at most this many tokens per second of "
-                               "audio (plus a constant); a decode that hits the cap is a loop."),
-    "asr.guard_tokens_base": ("Token cap constant", "Decode guard: tokens allowed on top of the per-second cap."),
-    "asr.guard_compression_ratio": ("Loop guard: compression ratio", "A decode whose text compresses better than "
-                                    "this (gzip) is a repetition loop (Whisper's own fallback rule)."),
-    "asr.guard_logprob": ("Guard: mean log-prob", "A scaled-window decode below this mean token log-prob is redone "
-                          "on the padded window (Whisper's log-prob threshold)."),
-    "asr.guard_no_speech": ("Guard: no-speech probability", "With a low log-prob, a window above this no-speech "
-                            "probability is silence and gives no words (Whisper's rule)."),
-    "asr.tau_ctc": ("τ_CTC", "CTC self-speculative decoding (ctc_self_speculative_asr.txt, Eq. 3): accept the CTC "
-                    "draft without the decoder if every frame entropy is below τ_CTC. Not used by the 'ar' method."),
-    "asr.tau_slm": ("τ_SLM", "CTC self-speculative decoding (Eq. 5): accept the draft in one decoder pass if every "
-                    "token probability exceeds τ_SLM. Presets (Table 1): high accuracy τ_CTC=0.7, τ_SLM=0.2; high RTFx "
-                    "τ_CTC=3.0, τ_SLM=0.1."),
-    "asr.ssd_engine": ("SSD decoder engine", "ct2 = verify (one align pass, which also gives the word times) and "
-                        "continue on CTranslate2's int8 decoder, as faster-whisper runs; torch = the causal-LM "
-                        "protocol implementation with KV-cache reuse and draft re-join (engine/asr/ctc_self_speculative.py)."),
-    "asr.ssd_rejoin": ("SSD draft re-join", "After an AR correction (Eq. 6), re-join the rest of the CTC draft and "
-                       "verify it in one pass (the paper's footnote 1); off = plain Eq. 6."),
-    "asr.specasr_threshold": ("SpecASR truncation threshold", "SpecASR §IV-A: stop drafting where the draft's "
-                              "normalised logit falls below this. Not used by the 'ar' method."),
-    "asr.specasr_max_draft": ("SpecASR max draft length", "SpecASR §IV-A: longest draft (tokens)."),
-    "asr.specasr_tree": ("SpecASR sparse tree", "SpecASR §IV-C: two-pass sparse token tree on/off."),
-    "llm.answer_method": ("Answer method", "predgen = speculate on partial transcripts (PredGen, predgen.txt "
-                          "Algorithm 1); cascade = answer only after you finish."),
-    "llm.predgen_verifier": ("PredGen verifier", "greedy (lossless), top_k, reflection (LLM judge) or biased "
-                             "(SSBD β) — predgen.txt §3.1."),
-    "llm.predgen_top_k": ("PredGen top-k", "Top-k verifier: accept candidate tokens among the k most likely."),
-    "llm.predgen_tokens_per_update": ("PredGen tokens per update", "Work budget of one speculative update while "
-                                      "you speak (tokens); 0 = only pre-fill the partial prompt (cascade + "
-                                      "incremental prefill)."),
-    "llm.predgen_source": ("PredGen answers", "hypothesis = what the final transcript would be if you stopped "
-                           "now (the final decode's corrections of earlier words are already in the candidate); "
-                           "partial = the partial transcript as shown."),
-    "llm.predgen_speculation_threads": ("PredGen speculation threads", "LLM threads for speculation while you "
-                                        "speak (0 = all); it pauses during every ASR decode and runs at low "
-                                        "priority, so the ASR is never delayed."),
-    "llm.max_answer_tokens": ("Max answer tokens", "Longest answer, in tokens."),
-    "caption.method": ("Caption method", "ssbd = previous translation as the draft (SSBD, "
-                       "ssbd_live_translation.txt Algorithm 1); ar = re-translate from scratch."),
-    "caption.beta": ("β (SSBD bias)", "SSBD Eq. 5: P' = (1−β)·P + β·onehot(draft). Higher = calmer captions and "
-                     "faster, too high can lock in errors. 0 = unbiased self-speculation."),
-    "caption.mask_k": ("mask-k (tokens)", "Hide (display-only) or trim (classic) the last k tokens of each "
-                       "intermediate translation (Arivazhagan et al. 2020b; SSBD Table 4)."),
-    "caption.display_only_mask": ("Display-only mask-k", "On: keep the last k tokens in the draft but hide them "
-                                  "on screen (SSBD's proposal). Off: trim them from the draft (classic mask-k)."),
-    "caption.segment": ("Translate by", "utterance = the whole utterance is re-translated on every update "
-                        "(default); sentence = a finished sentence is translated once and kept, only the last one is "
-                        "re-translated (steadier captions, but not sooner on two cores: see the README)."),
-    "caption.source": ("Partial captions translate", "partial = the partial transcript (committed + tentative "
-                       "words, as shown); hypothesis = what the final transcript would be if speech ended now, so "
-                       "the final decode's corrections of earlier words are already in the draft."),
-    "caption.target_language": ("Target language", "Language of the live translation, a code or English name: "
-                                "de/German, fr/French, es/Spanish (few-shot framing and the fidelity guard's "
-                                "language check), or it, pt, nl, zh, ja, ru, pl, tr (no language check)."),
-    "tts.engine": ("TTS engine", "piper = the Piper voice (default); codec = the autoregressive codec-token TTS "
-                   "trained here (assets/codec_tts), sampled with the codec method below."),
-    "tts.codec_method": ("Codec TTS sampler", "pcg = speculative sampling with Principled Coarse-Graining "
-                         "(pcg_tts.txt Algorithm 1); sd = standard speculative sampling; ssd = constant-bias "
-                         "relaxation (0.3); ar = target only (default: fastest at equal CER on a CPU, see "
-                         "the README)."),
-    "tts.temperature": ("Codec TTS temperature", "Sampling temperature of the codec TTS (paper: 0.8 for LLaSA-8B; "
-                        "this small model speaks most clearly at ≈ 0.2: assets/codec_tts/card.md)."),
-    "tts.length_scale": ("Speech rate (length scale)", "Piper phoneme duration scale (> 1 slower)."),
-    "tts.first_clause_words": ("First spoken piece (words)", "Start speaking the answer at its first clause "
-                               "boundary (, ; : or a dash) once it has this many words, instead of waiting for the "
-                               "whole first sentence; PredGen pre-synthesises that piece. 0 = whole sentence."),
-    "tts.theta": ("PCG θ", "PCG Eq. 1: cosine-similarity threshold of acoustic similarity groups "
-                  "(pcg_tts.txt; best 0.38–0.45). Used by the PCG codec TTS."),
-    "tts.lookahead": ("PCG lookahead L_d", "PCG Algorithm 1: draft tokens per verification step."),
-    "models.asr_target": ("Model: ASR target", "embedded, a local path, or a hub id."),
-    "models.asr_draft": ("Model: ASR draft", "embedded, a local path, or a hub id."),
-    "models.llm_target": ("Model: LLM target", "embedded, a .gguf path, or a hub id org/name:file.gguf."),
-    "models.llm_draft": ("Model: LLM draft", "embedded, a .gguf path, or a hub id org/name:file.gguf."),
-    "models.tts_voice": ("Model: TTS voice", "embedded, a Piper .onnx path, or a hub id."),
-    "models.vad": ("Model: VAD", "embedded or a Silero VAD .onnx path."),
-    "audio.input_device": ("Input device", "Microphone (name or index); empty = system default."),
-    "audio.output_device": ("Output device", "Speaker (name or index); empty = default; 'none' = never play."),
-    "llm.backend": ("LLM backend", "local = llama.cpp in this process; remote = an LLM server (vLLM, SGLang, "
-                    "llama_cpp.server) at llm.base_url; PredGen/SSBD need its prompt log-probabilities."),
-    "llm.base_url": ("LLM server URL", "http://host:port of the server (llm.backend = remote)."),
-    "llm.model": ("Served model", "The model name on the server; empty = its first."),
-    "llm.api_key_env": ("API key variable", "Name of the environment variable holding the server's API key; the "
-                        "key itself is never stored or logged."),
-    "llm.tokenizer": ("Server model tokenizer", "The served model's tokenizer (.gguf or directory), checked against "
-                      "the server at connect time; empty = the local GGUF of llm.model_role."),
-    "llm.remote_api": ("Server API", "auto-detect, OpenAI /v1/completions, or SGLang /generate."),
-    "llm.remote_top_n": ("Log-probs per position", "Top-N log-probabilities the server returns per position "
-                         "(greedy is exact when top-1 is returned; top-k needs k ≤ N)."),
-    "llm.remote_timeout_s": ("Server time-out (s)", "Per request."),
-    "llm.remote_retries": ("Server retries", "Retries with exponential back-off on connection errors and 5xx."),
-    "duplex.echo_cancellation": ("Echo cancellation", "WebRTC AEC3 (livekit) removes the assistant's own voice from "
-                                 "the microphone, with what the speaker plays as reference (microphone + speaker)."),
-    "duplex.noise_suppression": ("Noise suppression", "WebRTC noise suppression on the microphone."),
-    "duplex.input_latency_ms": ("Microphone latency (ms)", "Added to the speaker's measured latency as the echo "
-                                "canceller's delay hint."),
-    "duplex.end_of_turn": ("End of turn", "vad = a silence of vad.min_silence_s ends the turn; smart_turn = after a "
-                           "short pause Smart Turn v3.2 (audio model) decides complete vs mid-sentence; a long "
-                           "silence always ends it."),
-    "duplex.turn_threshold": ("Turn-complete threshold", "Smart Turn probability at or above which a pause ends the "
-                              "turn."),
-    "duplex.turn_pause_s": ("Pause before asking (s)", "Silence after which Smart Turn is asked."),
-    "duplex.turn_max_silence_s": ("Longest pause (s)", "Silence that always ends the turn (smart_turn)."),
-    "duplex.barge_in_min_speech_s": ("Barge-in speech (s)", "Echo-cancelled speech needed to interrupt the "
-                                     "assistant."),
-    "duplex.barge_in_threshold": ("Barge-in threshold", "Speech probability for barge-in; lower reacts sooner but "
-                                  "may trigger on residual echo."),
-}
+def apply_edits(cfg: Config, edits: Mapping[str, Any],
+                on_rejected: Callable[[str, str], None] | None = None) -> Config:
+    """``cfg`` with ``{"section.key": value}`` applied one by one; an unknown or invalid one is skipped and
+    reported through ``on_rejected(key, message)`` (None: raise ConfigError). An edit that breaks a rule between
+    settings (:func:`check_combination`) is skipped as well (of the edits the rule involves, the latest first).
 
-CHOICES: dict[str, tuple[str, ...]] = {
-    "asr.method": ("ssd", "specasr", "ar", "ar_torch"),
-    "asr.ssd_engine": ("ct2", "torch"),
-    "asr.encoder_window": ("scaled", "padded"),
-    "asr.model_role": ("asr_target", "asr_draft"),
-    "llm.answer_method": ("predgen", "cascade"),
-    "llm.predgen_verifier": ("greedy", "top_k", "reflection", "biased"),
-    "caption.method": ("ssbd", "ar"),
-    "caption.segment": ("sentence", "utterance"),
-    "caption.source": PARTIAL_SOURCES,
-    "llm.predgen_source": PARTIAL_SOURCES,
-    "tts.engine": ("piper", "codec"),
-    "tts.codec_method": ("pcg", "sd", "ssd", "ar"),
-    "duplex.end_of_turn": ("vad", "smart_turn"),
-    "llm.backend": ("local", "remote"),
-    "llm.remote_api": ("auto", "openai", "sglang"),
-}
-
-RANGES: dict[str, tuple[float, float]] = {
-    "vad.threshold": (0.05, 0.95), "vad.min_silence_s": (0.1, 5.0), "vad.min_speech_s": (0.0, 2.0),
-    "vad.speech_pad_s": (0.0, 1.0), "asr.pre_roll_s": (0.0, 2.0), "asr.context_gap_s": (0.0, 30.0),
-    "asr.min_chunk_s": (0.2, 5.0), "asr.buffer_trim_s": (3.0, 28.0), "asr.final_piece_s": (0.0, 27.0),
-    "asr.trim_overlap_s": (0.0, 5.0),
-    "asr.tau_ctc": (0.0, 10.0),
-    "asr.encoder_margin_s": (0.0, 10.0), "asr.encoder_min_s": (1.0, 30.0), "asr.guard_tokens_per_s": (0.5, 20.0),
-    "asr.guard_tokens_base": (4, 200), "asr.guard_compression_ratio": (1.5, 10.0), "asr.guard_logprob": (-10.0, 0.0),
-    "asr.guard_no_speech": (0.0, 1.0), "asr.final_beam_size": (1, 10),
-    "asr.tau_slm": (0.0, 1.0), "asr.specasr_threshold": (0.0, 1.0), "asr.specasr_max_draft": (1, 64),
-    "llm.predgen_top_k": (1, 50), "llm.predgen_tokens_per_update": (0, 64), "llm.predgen_speculation_threads": (0, 64),
-    "llm.max_answer_tokens": (8, 2048), "caption.beta": (0.0, 1.0), "caption.mask_k": (0, 20),
-    "tts.length_scale": (0.5, 2.0), "tts.first_clause_words": (0, 40), "tts.theta": (0.0, 1.0), "tts.lookahead": (1, 16),
-    "tts.temperature": (0.1, 2.0),
-    "duplex.turn_threshold": (0.05, 0.95), "duplex.turn_pause_s": (0.1, 1.0), "duplex.turn_max_silence_s": (0.5, 5.0),
-    "duplex.barge_in_min_speech_s": (0.03, 0.5), "duplex.barge_in_threshold": (0.1, 0.9),
-    "duplex.input_latency_ms": (0.0, 500.0),
-    "llm.remote_top_n": (2, 20), "llm.remote_timeout_s": (1.0, 600.0), "llm.remote_retries": (0, 10),
-}
+    Raises:
+        ConfigError: with ``on_rejected`` None, the first refused edit; or ``cfg`` itself breaks a rule.
+    """
+    base = cfg
+    kept: dict[str, Any] = {}
+    for key, value in edits.items():
+        try:
+            cfg = cfg.with_value(key, value)
+        except ConfigError as e:
+            if on_rejected is None:
+                raise
+            on_rejected(key, str(e))
+            continue
+        kept[key] = value
+    while broken := check_combination(cfg):
+        keys, msg = broken[0]
+        culprit = next((k for k in reversed(kept) if k in keys), None)
+        if culprit is None or on_rejected is None:
+            raise ConfigError(msg)
+        on_rejected(culprit, msg)
+        del kept[culprit]
+        cfg = base
+        for key, value in kept.items():
+            cfg = cfg.with_value(key, value)
+    return cfg
 
 
-def validate(cfg: "Config") -> None:
-    """Raise ConfigError for a value outside its range or choices (the settings panel shows the message)."""
-    for key, (lo, hi) in RANGES.items():
-        section, name = key.split(".")
-        v = getattr(getattr(cfg, section), name)
-        if not lo <= v <= hi:
-            raise ConfigError(f"{key} = {v} is outside {lo}..{hi}")
-    for key, options in CHOICES.items():
-        section, name = key.split(".")
-        v = getattr(getattr(cfg, section), name)
-        if v not in options:
-            raise ConfigError(f"{key} = {v!r}: choose one of {', '.join(options)}")
-    if cfg.llm.backend == "remote" and not cfg.llm.base_url:
-        raise ConfigError("llm.base_url is required with llm.backend = remote")
-    from engine.translate.languages import LANGUAGES, language_code
+def describe_settings() -> str:
+    """Every setting, one line each, by section (``python -m engine.config``)."""
+    lines = []
+    for sec in SECTIONS:
+        lines.append(f"[{sec}]  {TITLES[sec]}")
+        lines += ["  " + s.describe() for s in SETTINGS.values() if s.section == sec]
+    return "\n".join(lines)
 
-    lang = cfg.caption.target_language
-    if language_code(lang) in (None, "en"):
-        raise ConfigError(f"caption.target_language = {lang!r}: choose a code or name of "
-                          f"{', '.join(f'{c}/{n}' for c, n in LANGUAGES.items() if c != 'en')}")
+
+if __name__ == "__main__":  # pragma: no cover
+    print(describe_settings())

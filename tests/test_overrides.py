@@ -1,5 +1,5 @@
 """The README's model-override examples, run as written (a local path for the file the README names; a hub id needs
-a network, so offline it must fail with one clear line)."""
+a network, so offline it must fail with one clear line), and a setting from its generated environment variable."""
 
 import pytest
 
@@ -20,6 +20,17 @@ def test_environment_override_with_a_local_whisper(tmp_path, runtime, jfk_path, 
     rc = main(["transcribe", str(jfk_path), "--fast", "--out", str(tmp_path)])
     out = capsys.readouterr().out.lower()
     assert rc == 0 and "your country" in out
+
+
+def test_environment_sets_any_setting(tmp_path, jfk_path, monkeypatch, capsys):
+    # SPECVOICE_<SECTION>_<KEY> for every setting: SPECVOICE_ASR_MODEL_ROLE=asr_draft specvoice transcribe talk.wav
+    import json
+
+    monkeypatch.setenv("SPECVOICE_ASR_MODEL_ROLE", "asr_draft")
+    rc = main(["transcribe", str(jfk_path), "--fast", "--out", str(tmp_path)])
+    out = capsys.readouterr().out.lower()
+    report = json.loads((tmp_path / "transcribe-report.json").read_text())
+    assert rc == 0 and report["asr"]["model_role"] == "asr_draft" and "your country" in out
 
 
 def test_config_file_models_section(tmp_path, small_gguf, jfk_path, capsys):
