@@ -393,14 +393,25 @@ class AsrConfig:
                                      help="SpecASR §IV-A: longest draft.")
     specasr_tree: bool = setting(True, label="SpecASR sparse tree",
                                  help="SpecASR §IV-C: two-pass sparse token tree on/off.")
-    # second pass and language identification (engine/asr/streaming.py SecondPass, SessionLanguage); plain fields,
-    # each comment: help | unit | range
-    revise_max_s: float = 24.0  # re-decode up to this much audio of consecutive utterances in one window while the process is idle and revise their text (RevisedTranscript); 0 = off | s | 0 or 4–28
-    revise_gap_s: float = 2.0  # longest pause between two utterances the second pass decodes together | s | 0.1–10
-    revise_idle_cores: float = 0.5  # the second pass waits until the process used less CPU than this over 0.3 s (an answer or caption being computed) | cores | 0.05–16
-    language_switch_p: float = 0.8  # asr.language=auto: probability another language needs to switch the language an utterance is decoded in | — | 0.5–1.0
-    language_switch_min_s: float = 1.5  # asr.language=auto: shortest audio whose language identification may switch it (a short "okay" never does) | s | 0–10
-    language_agree_p: float = 0.6  # asr.language=auto: two consecutive utterances most probably in the same other language (at least this probability) switch the session to it | — | 0.3–1.0
+    # Second pass and language identification (engine/asr/streaming.py SecondPass, SessionLanguage)
+    revise_max_s: float = setting(24.0, label="Second pass window", unit="s", range=(0.0, 28.0),
+                                  help="Re-decode up to this much audio of consecutive utterances in one window while "
+                                       "the process is idle and revise their text (a RevisedTranscript event); "
+                                       "0 = off, else at least 4 s.")
+    revise_gap_s: float = setting(2.0, label="Second pass: longest pause", unit="s", range=(0.1, 10.0),
+                                  help="Longest pause between two utterances that the second pass decodes together.")
+    revise_idle_cores: float = setting(0.5, label="Second pass: idle below", unit="cores", range=(0.05, 16.0),
+                                       help="The second pass waits until the process used less CPU than this over "
+                                            "0.3 s (no answer or caption being computed).")
+    language_switch_p: float = setting(0.8, label="Language switch probability", range=(0.5, 1.0),
+                                       help="asr.language=auto: probability another language needs to switch the "
+                                            "language an utterance is decoded in.")
+    language_switch_min_s: float = setting(1.5, label="Language switch: shortest audio", unit="s", range=(0.0, 10.0),
+                                           help="asr.language=auto: shortest audio whose language identification "
+                                                "may switch it (a short \"okay\" never does).")
+    language_agree_p: float = setting(0.6, label="Language agreement probability", range=(0.3, 1.0),
+                                      help="asr.language=auto: two consecutive utterances most probably in the same "
+                                           "other language (at least this probability) switch the session to it.")
 
 
 _LLM_ROLES = ("llm_target", "llm_draft")
