@@ -5,20 +5,28 @@ the controller's slots (start, release_talk, stop, interrupt_answer, apply_confi
 the assistant, both — the engine echo-cancels the microphone while the answer plays on a loudspeaker, and your
 voice over it interrupts the answer), and each utterance's end-of-turn decision in the metrics panel. A closed
 window is disconnected from the controller: a model load or a session still winding down reports to nobody.
+
+What it shows is current: the metrics panel (plain labels, each with its exact definition and unit in the tooltip)
+is cleared when a session starts, while the latency plot keeps every answered turn of the window's life. With the
+output "No playback (write WAV only)" each answer's audio is written to ``answers/`` beside the journal and its path
+is shown. A missing microphone is named in the input list and on the status line. Lines that come and go (the
+partial transcript, the end-of-turn decision, the loading bar) have their space reserved, so nothing moves.
 """
 
 from __future__ import annotations
 
 import functools
 import html
+import math
+import time
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence, QPainter, QPen
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
-                               QMainWindow, QMessageBox, QProgressBar, QPushButton, QRadioButton, QTextBrowser,
-                               QVBoxLayout, QWidget)
+                               QMainWindow, QMessageBox, QProgressBar, QPushButton, QRadioButton, QSizePolicy,
+                               QTextBrowser, QVBoxLayout, QWidget)
 
 from audio.sources import output_devices
 
@@ -29,30 +37,81 @@ from .journal import default_journal_path
 from .settings import SettingsDialog, base_settings, load_settings
 
 
-class Sparkline(QWidget):
-    """A small plot of one metric over the conversation."""
+class LatencyPlot(QWidget):
+    """Seconds from the end of your speech to the first spoken answer, one point per answered turn, over every
+    session of this window (turn number on x, seconds on y, both axes labelled; the latest 50 turns)."""
+
+    X_LABEL = "turn"
+    Y_LABEL = "seconds"
+    MAX_TURNS = 50
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.values: list[float] = []
-        self.setMinimumHeight(48)
+        self.points: list[tuple[int, float]] = []  # (turn number since the window opened, seconds)
+        self.turns = 0
+        self.setMinimumHeight(130)
+        self.setToolTip("Each answered turn: seconds from the end of your speech to the first sound of the answer.")
 
-    def add(self, v: float) -> None:
-        self.values = (self.values + [float(v)])[-50:]
+    @property
+    def values(self) -> list[float]:
+        return [v for _, v in self.points]
+
+    def add(self, seconds: float) -> None:
+        """One more answered turn (``seconds`` ≥ 0, the time to its first audio)."""
+        self.turns += 1
+        self.points = (self.points + [(self.turns, float(seconds))])[-self.MAX_TURNS:]
         self.update()
 
+    def y_top(self) -> float:
+        """The y axis' top: the largest value rounded up to a whole second (at least 1 s)."""
+        return float(max(1, math.ceil(max(self.values, default=0.0))))
+
     def paintEvent(self, e):  # noqa: N802 (Qt)
-        if len(self.values) < 1:
-            return
         p = QPainter(self)
-        p.setPen(QPen(Qt.darkCyan, 2))
+        p.setRenderHint(QPainter.Antialiasing)
+        fm = p.fontMetrics()
+        left, bottom, top, right = fm.horizontalAdvance("00.0") + 22, fm.height() * 2 + 4, fm.height() // 2 + 2, 8
         w, h = self.width(), self.height()
-        hi = max(self.values) or 1.0
-        pts = [(i * w / max(1, len(self.values) - 1), h - 4 - (v / hi) * (h - 8)) for i, v in enumerate(self.values)]
-        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
-            p.drawLine(int(x0), int(y0), int(x1), int(y1))
-        if len(pts) == 1:
-            p.drawEllipse(int(pts[0][0]), int(pts[0][1]), 3, 3)
+        area = QRectF(left, top, max(1, w - left - right), max(1, h - top - bottom))
+        fg = self.palette().color(self.foregroundRole())
+        p.setPen(QPen(fg, 1))
+        p.drawLine(area.bottomLeft(), area.topLeft())
+        p.drawLine(area.bottomLeft(), area.bottomRight())
+        y_top = self.y_top()
+        for v in (0.0, y_top / 2, y_top):  # y ticks
+            y = area.bottom() - v / y_top * area.height()
+            p.drawLine(QPointF(area.left() - 3, y), QPointF(area.left(), y))
+            p.drawText(QRectF(0, y - fm.height() / 2, area.left() - 5, fm.height()),
+                       Qt.AlignRight | Qt.AlignVCenter, f"{v:g}")
+        p.save()  # the y axis label, vertical
+        p.translate(fm.height() * 0.8, area.center().y())
+        p.rotate(-90)
+        p.drawText(QRectF(-area.height() / 2, -fm.height(), area.height(), fm.height() * 1.2), Qt.AlignCenter,
+                   self.Y_LABEL)
+        p.restore()
+        p.drawText(QRectF(area.left(), h - fm.height() - 2, area.width(), fm.height()), Qt.AlignCenter, self.X_LABEL)
+        if not self.points:
+            p.drawText(area, Qt.AlignCenter, "no answer yet")
+            p.end()
+            return
+        first, last = self.points[0][0], self.points[-1][0]
+        span = max(1, last - first)
+
+        def at(turn: int, v: float) -> QPointF:
+            x = area.left() + 6 + (turn - first) / span * (area.width() - 12) if last > first else area.center().x()
+            return QPointF(x, area.bottom() - v / y_top * area.height())
+
+        for turn in sorted({first, last}):  # x ticks: the first and the latest turn
+            x = at(turn, 0).x()
+            p.drawLine(QPointF(x, area.bottom()), QPointF(x, area.bottom() + 3))
+            p.drawText(QRectF(x - 20, area.bottom() + 3, 40, fm.height()), Qt.AlignHCenter | Qt.AlignTop, str(turn))
+        pts = [at(t, v) for t, v in self.points]
+        p.setPen(QPen(Qt.darkCyan, 2))
+        for a, b in zip(pts, pts[1:]):
+            p.drawLine(a, b)
+        p.setBrush(Qt.darkCyan)
+        for q in pts:
+            p.drawEllipse(q, 3, 3)
         p.end()
 
 
@@ -71,6 +130,42 @@ def _live(slot):
 SPEAKER_LABELS = {"": ("nobody", "color:gray"), "user": ("you", "color:#1b6e3a;font-weight:bold"),
                   "assistant": ("assistant", "color:#1f4e9a;font-weight:bold"),
                   "both": ("both (you are interrupting)", "color:#a8431b;font-weight:bold")}
+
+
+# The metrics panel: attribute → (plain label, tooltip: the exact definition, with its unit). Every value is shown
+# with its unit; "–" until the session being run reports it (the panel is cleared when a session starts).
+METRICS = {
+    "m_rtf": ("Recognition speed",
+              "Real-time factor (RTF) of speech recognition: seconds of computing per second of audio heard, "
+              "e.g. 0.40× real time. Below 1× it keeps up with live speech."),
+    "m_ttfs": ("First sentence ready",
+               "Time to first sentence (TTFS), in seconds: from the end of your speech (the end of your utterance) "
+               "to the first complete sentence of the answer's text."),
+    "m_audio": ("Answer starts speaking",
+                "Seconds from the end of your speech to the first sound of the spoken answer. The plot below keeps "
+                "this for every turn."),
+    "m_accept": ("Speculation kept",
+                 "Assistant (PredGen): draft tokens kept — answer tokens the language model drafted while you were "
+                 "still speaking that the final check accepted. \"Answer started before you finished\": NFETFS = 1, "
+                 "i.e. one forward pass of the language model after the end of your speech (the check) was enough "
+                 "for the first sentence; otherwise the number of passes (NFETFS, number of function evaluations to "
+                 "the first sentence) is shown. Live captions (SSBD): draft tokens kept = accepted / drafted tokens "
+                 "(A/D); from the draft = accepted / output tokens of the translation (A/O)."),
+    "m_ne": ("Caption rewrites",
+             "Normalized erasure (NE): words erased from the shown translation while it updated, per word of the "
+             "final translation. 0 = nothing shown was ever taken back; lower flickers less."),
+    "m_turn": ("End of turn",
+               "How each utterance ended: Smart Turn's probability P(complete) that you finished your turn, judged at "
+               "each pause — at or above the threshold (Settings → duplex.turn_threshold) the turn ends, below it "
+               "the app keeps listening; a long silence or releasing the talk button always ends it."),
+    "m_barge": ("Interruptions",
+                "Barge-in: times you spoke over the answer and it stopped, the audio time (s) of the latest, and "
+                "what heard you (speech = the voice detector, double talk = the echo canceller's detector)."),
+    "m_aec": ("Echo cancellation",
+              "On when the answer plays on a loudspeaker and the input is a microphone: the answer's echo is removed "
+              "from the microphone (WebRTC AEC3) so that it is not heard as your speech."),
+}
+NO_MIC = "no-microphone"  # the input list's placeholder when no microphone is found
 
 
 class MainWindow(QMainWindow):
@@ -107,6 +202,12 @@ class MainWindow(QMainWindow):
         self._links: list = []  # (controller signal, slot) pairs, disconnected when the window closes
         self.speaker = ""  # who is talking: "" | "user" | "assistant" | "both"
         self.barge_ins = 0
+        self.no_microphone = False
+        self._status = ""  # the latest status message, without the missing-microphone note
+        # "No playback (write WAV only)": each answer's audio, written to answers_dir when the answer is done
+        self.answers_dir = self.history.path.parent / "answers"
+        self._answer_pcm: dict[int, list[tuple[np.ndarray, int]]] = {}
+        self.answer_wavs: list[Path] = []
         self._build()
         self._wire()
         self.ctl.load(self.mode())
@@ -118,6 +219,12 @@ class MainWindow(QMainWindow):
         self.live = QLabel()
         self.live.setWordWrap(True)
         self.live.setObjectName("live")
+        self.live.setAlignment(Qt.AlignLeft | Qt.AlignTop)
+        self.live.setFixedHeight(self._lines(2))  # reserved: a partial transcript never moves the buttons
+        self.answer_wav = QLabel()  # where "No playback (write WAV only)" wrote the latest answer
+        self.answer_wav.setObjectName("answer_wav")
+        self.answer_wav.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.answer_wav.setStyleSheet("color:#555")
         self.talk = QPushButton("Hold to talk  (Space)")
         self.talk.setObjectName("talk")
         self.talk.setMinimumHeight(44)
@@ -143,26 +250,38 @@ class MainWindow(QMainWindow):
         self.loading = QProgressBar()  # models load once, on a worker thread: a busy indicator meanwhile
         self.loading.setRange(0, 0)
         self.loading.setMaximumHeight(10)
+        keep = self.loading.sizePolicy()
+        keep.setRetainSizeWhenHidden(True)  # hidden once the models are loaded: the layout does not move
+        self.loading.setSizePolicy(keep)
         self._refresh_devices()
 
-        self.m_rtf, self.m_ttfs, self.m_audio, self.m_accept, self.m_ne = (QLabel("–") for _ in range(5))
-        self.m_turn, self.m_barge, self.m_aec = (QLabel("–") for _ in range(3))
+        metrics = QGroupBox("Metrics")
+        mf = QFormLayout(metrics)
+        mf.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+        # every value has its lines reserved: a longer value (an end-of-turn decision) never moves the panel
+        lines = {"m_accept": 3, "m_turn": 3, "m_barge": 2, "m_ne": 2}
+        for attr, (label, tip) in METRICS.items():
+            value = QLabel("–")
+            value.setObjectName(attr)
+            value.setWordWrap(True)
+            value.setAlignment(Qt.AlignLeft | Qt.AlignTop)
+            value.setFixedHeight(self._lines(lines.get(attr, 1)))
+            value.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+            value.setToolTip(tip)
+            name = QLabel(label)
+            name.setToolTip(tip)
+            name.setAlignment(Qt.AlignLeft | Qt.AlignTop)
+            setattr(self, attr, value)
+            mf.addRow(name, value)
         self.m_turn.setObjectName("end_of_turn")
         self.speaking = QLabel()
         self.speaking.setObjectName("speaking")
         self._show_speaker("")
-        self.plot = Sparkline()
-        metrics = QGroupBox("Metrics")
-        mf = QFormLayout(metrics)
-        mf.addRow("ASR RTF", self.m_rtf)
-        mf.addRow("TTFS (s)", self.m_ttfs)
-        mf.addRow("First audio (s)", self.m_audio)
-        mf.addRow("Acceptance", self.m_accept)
-        mf.addRow("NE (captions)", self.m_ne)
-        mf.addRow("End of turn", self.m_turn)
-        mf.addRow("Barge-in", self.m_barge)
-        mf.addRow("Echo cancellation", self.m_aec)
-        mf.addRow("First audio over time", self.plot)
+        self.plot = LatencyPlot()
+        plot_title = QLabel("Time to the spoken answer, every turn")
+        plot_title.setToolTip(self.plot.toolTip())
+        mf.addRow(plot_title)
+        mf.addRow(self.plot)
 
         devices = QGroupBox("Devices")
         df = QFormLayout(devices)
@@ -177,7 +296,10 @@ class MainWindow(QMainWindow):
         ml.addWidget(QLabel("→"))
         ml.addWidget(self.language)
 
-        side = QVBoxLayout()
+        side_panel = QWidget()
+        side_panel.setFixedWidth(380)  # no value can widen it and squeeze the conversation
+        side = QVBoxLayout(side_panel)
+        side.setContentsMargins(0, 0, 0, 0)
         side.addWidget(mode)
         side.addWidget(devices)
         side.addWidget(metrics)
@@ -191,15 +313,16 @@ class MainWindow(QMainWindow):
         left.addWidget(self.live)
         left.addLayout(controls)
         left.addWidget(self.status_label)
+        left.addWidget(self.answer_wav)
         left.addWidget(self.settings_note)
         left.addWidget(self.loading)
         root = QHBoxLayout()
-        root.addLayout(left, 3)
-        root.addLayout(side, 1)
+        root.addLayout(left, 1)
+        root.addWidget(side_panel)
         w = QWidget()
         w.setLayout(root)
         self.setCentralWidget(w)
-        self.resize(1100, 680)
+        self.resize(1100, 720)
 
         menu = self.menuBar()
         fm = menu.addMenu("&File")
@@ -218,13 +341,20 @@ class MainWindow(QMainWindow):
         a.triggered.connect(self.open_settings)
         sm.addAction(a)
 
+    def _lines(self, n: int) -> int:
+        """Height in pixels of ``n`` lines of the window's font (a label's reserved space)."""
+        return self.fontMetrics().lineSpacing() * n + 4
+
     def _refresh_devices(self) -> None:
         self.input_pick.clear()
         for label, spec in self.ctl.inputs():
             self.input_pick.addItem(label, spec)
+        self.no_microphone = self.input_pick.count() == 0
+        if self.no_microphone:  # named in the list itself, and on every status line (see _on_status)
+            self.input_pick.addItem("No microphone found", NO_MIC)
         self.input_pick.addItem("WAV file as microphone…", "choose-file")
-        if self.input_pick.count() == 1:
-            self.status_label.setText("No microphone found: choose a WAV file as input.")
+        if self.no_microphone:
+            self.status_label.setText(self._with_microphone_note("starting…"))
         self.output_pick.clear()
         outs = output_devices()
         for d in outs:
@@ -258,6 +388,7 @@ class MainWindow(QMainWindow):
         self.handsfree.toggled.connect(self.toggle_handsfree)
         self.stop_audio.clicked.connect(self.stop_answer)
         self.input_pick.activated.connect(self._input_chosen)
+        self.input_pick.currentIndexChanged.connect(self._input_changed)
 
     def _unwire(self) -> None:
         """Disconnect every controller signal from this window (on close)."""
@@ -291,7 +422,18 @@ class MainWindow(QMainWindow):
 
     @_live
     def _on_status(self, text: str) -> None:
-        self.status_label.setText(text)
+        self._status = text
+        self.status_label.setText(self._with_microphone_note(text))
+
+    def _input_changed(self, _i: int) -> None:
+        if self.no_microphone and self._status:  # the note comes and goes with the "No microphone found" entry
+            self.status_label.setText(self._with_microphone_note(self._status))
+
+    def _with_microphone_note(self, text: str) -> str:
+        """``text``, followed by the missing microphone while no microphone exists and no file is chosen."""
+        if self.no_microphone and self.input_pick.currentData() == NO_MIC:
+            return f"{text} — No microphone found: choose a WAV file as input (Input → WAV file as microphone…)"
+        return text
 
     @_live
     def _on_level(self, v: float) -> None:
@@ -320,19 +462,37 @@ class MainWindow(QMainWindow):
                               push_to_talk=push_to_talk, target_language=self.language.currentText(),
                               player=self.player)
 
+    def _start(self, push_to_talk: bool) -> bool:
+        """Start a session with the chosen input (False, with the reason on the status line, when it cannot)."""
+        if self.input_pick.currentData() == NO_MIC:
+            self._error("No microphone found: choose a WAV file as input (Input → WAV file as microphone…)")
+            return False
+        self._ensure_player()
+        opts = self._options(push_to_talk=push_to_talk)
+        self._clear_session_view()
+        return self.ctl.start(opts)
+
+    def _clear_session_view(self) -> None:
+        """A session starts: the metrics of the previous one are cleared (the latency plot keeps every turn)."""
+        for attr in METRICS:
+            getattr(self, attr).setText("–")
+        self.barge_ins = 0
+        self.live.setText("")
+        # per-utterance state: utterance numbers start again at each session
+        for per_utterance in (self._answer_pcm, self._answer_text, self._final_t, self._presynth):
+            per_utterance.clear()
+
     def talk_pressed(self) -> None:
         if self.ctl.running():
             return
-        self._ensure_player()
-        self.ctl.start(self._options(push_to_talk=True))
+        self._start(push_to_talk=True)
 
     def talk_released(self) -> None:
         self.ctl.release_talk()
 
     def toggle_handsfree(self, on: bool) -> None:
         if on:
-            self._ensure_player()
-            if not self.ctl.start(self._options(push_to_talk=False)):
+            if not self._start(push_to_talk=False):
                 self.handsfree.setChecked(False)
                 return
             self.handsfree.setText("Stop listening")
@@ -389,11 +549,42 @@ class MainWindow(QMainWindow):
     @_live
     def _on_answer_sentence(self, utt: int, index: int, text: str) -> None:
         self._answer_text[utt] = (self._answer_text.get(utt, "") + " " + text).strip()
+        self.live.setText(f"<b>Assistant:</b> {html.escape(self._answer_text[utt])}"
+                          f"<span style='color:gray'> …</span>")  # cleared when the answer is done
 
     @_live
     def _on_answer_audio(self, utt: int, samples, sr: int) -> None:
+        samples = np.asarray(samples, np.float32)
         if self.player is not None:
-            self.player.play(np.asarray(samples, np.float32), sr)
+            self.player.play(samples, sr)
+        if self.writes_wav():
+            self._answer_pcm.setdefault(utt, []).append((samples, int(sr)))
+
+    def writes_wav(self) -> bool:
+        """Output is "No playback (write WAV only)": each answer's audio goes to a WAV in :attr:`answers_dir`."""
+        return self.output_pick.currentData() == "none"
+
+    def _write_answer_wav(self, utt: int) -> Path | None:
+        """Write the audio of answer ``utt`` (as produced, 16-bit PCM at its sample rate) to
+        ``answers_dir/answer-YYYYmmdd-HHMMSS-<utt>.wav``; shown under the buttons. None when it had no audio; a
+        failure to write is shown on the status line."""
+        from audio.io import write_wav
+
+        parts = self._answer_pcm.pop(utt, [])
+        if not parts:
+            return None
+        sr = parts[0][1]
+        audio = np.concatenate([x for x, r in parts if r == sr])
+        path = self.answers_dir / f"answer-{time.strftime('%Y%m%d-%H%M%S')}-{utt}.wav"
+        try:
+            write_wav(path, audio, sr)
+        except OSError as e:
+            self._error(f"cannot write the answer audio {path}: {e}")
+            return None
+        self.answer_wavs.append(path)
+        self.answer_wav.setText(f"Answer audio (not played): {path}  ({len(audio) / sr:.1f} s)")
+        self.answer_wav.setToolTip(str(path))
+        return path
 
     @_live
     def _on_answer_done(self, utt: int, text: str, interrupted: bool) -> None:
@@ -403,6 +594,10 @@ class MainWindow(QMainWindow):
         self._journal(Item("assistant", text, t1, t1, utterance=utt))
         self._append("Assistant" + (" (prepared while you spoke)" if accepted else ""),
                      text + (" …(interrupted)" if interrupted else ""), style)
+        self.live.setText("")
+        wav = self._write_answer_wav(utt)
+        if wav is not None:
+            self.conversation.append(f'<p style="color:gray">(audio written to {html.escape(str(wav))})</p>')
 
     @_live
     def _on_caption(self, cap) -> None:
@@ -410,7 +605,9 @@ class MainWindow(QMainWindow):
             t0, t1 = self._final_t.get(cap.utterance, (0.0, 0.0))
             self._journal(Item("caption", cap.source, t0, t1, translation=cap.translation, utterance=cap.utterance))
         self.caption_window.show_caption(cap)
-        self.live.setText(f"{html.escape(cap.translation_stable)}<span style='color:gray'> …</span>")
+        # "…" marks a translation still being revised: a final one has none
+        self.live.setText("" if cap.final else
+                          f"{html.escape(cap.translation_stable)}<span style='color:gray'> …</span>")
         if cap.final:
             self._append("Caption", f"{cap.source}  →  {cap.translation}")
 
@@ -418,20 +615,21 @@ class MainWindow(QMainWindow):
     def _on_metrics(self, m: dict) -> None:
         kind = m.get("kind")
         if kind == "asr" and m.get("rtf") is not None:
-            self.m_rtf.setText(f"{m['rtf']:.2f}")
+            self.m_rtf.setText(f"{m['rtf']:.2f}× real time")
         elif kind == "answer":
             self._presynth[m["utterance"]] = bool(m.get("presynth_used"))
             if m.get("ttfs_s") is not None:
-                self.m_ttfs.setText(f"{m['ttfs_s']:.2f}")
+                self.m_ttfs.setText(f"{m['ttfs_s']:.2f} s")
             if m.get("first_audio_s") is not None:
-                self.m_audio.setText(f"{m['first_audio_s']:.2f}")
+                self.m_audio.setText(f"{m['first_audio_s']:.2f} s")
                 self.plot.add(m["first_audio_s"])
-            self.m_accept.setText(f"{m.get('accepted_tokens', 0)} tokens, NFETFS {m.get('nfetfs')}")
+            self.m_accept.setText(_answer_speculation_text(m))
         elif kind == "turn":
             self.m_turn.setText(_turn_text(m, self.ctl.cfg.duplex.turn_threshold))
         elif kind == "caption":
-            self.m_ne.setText(f"{m['ne']:.2f}")
-            self.m_accept.setText(f"A/D {m['acceptance']:.2f}, A/O {m['accepted_share']:.2f}")
+            self.m_ne.setText(f"{m['ne']:.2f} words taken back per word")
+            self.m_accept.setText(f"{m['acceptance']:.0%} of draft tokens kept; {m['accepted_share']:.0%} of the "
+                                  f"translation from the draft")
 
     @_live
     def _error(self, msg: str) -> None:
@@ -440,6 +638,9 @@ class MainWindow(QMainWindow):
     @_live
     def _on_session_ended(self) -> None:
         self.history.end_session()  # the next session starts later on the journal's clock
+        self.live.setText("")  # nothing is pending any more: no "…" left over
+        for utt in list(self._answer_pcm):  # an answer cut short by the end of the session
+            self._write_answer_wav(utt)
         if self.handsfree.isChecked():
             self.handsfree.blockSignals(True)
             self.handsfree.setChecked(False)
@@ -457,9 +658,12 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getSaveFileName(self, "Export", f"specvoice{suffix}", f"*{suffix}")
         if path:
             try:
-                self.history.export(path)
+                where = Path(self.history.export(path)).resolve()
             except (OSError, ValueError) as e:
                 QMessageBox.warning(self, "Export failed", str(e))
+                return
+            self.status_label.setText(f"Exported to {where}")
+            QMessageBox.information(self, "Exported", f"The conversation was saved to\n{where}")
 
     def keyPressEvent(self, e):  # noqa: N802 (Qt) — push-to-talk with the space bar
         if e.key() == Qt.Key_Space and not e.isAutoRepeat():
@@ -493,6 +697,12 @@ def run_app(argv=None, config_path: str | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
+    from .desktop_check import check_platform_libraries
+
+    problem = None if QApplication.instance() else check_platform_libraries()
+    if problem:  # Qt would abort the process (exit 134) naming only the first missing library
+        print(f"specvoice: error: {problem}", file=sys.stderr)
+        return 2
     app = QApplication.instance() or QApplication(sys.argv if argv is None else argv)
     app.setApplicationName("specvoice")
     w = MainWindow(config_path=config_path)
@@ -508,13 +718,24 @@ def _turn_text(m: dict, threshold: float) -> str:
     """The metrics panel's end-of-turn line for a ``metrics`` dict of kind "turn" (see ``EngineController``)."""
     p = m.get("p_complete")
     if not m.get("final"):
-        return f"utterance {m['utterance']}: Smart Turn P(complete) {p:.2f} < {threshold:.2f} → keeps listening"
+        return f"utterance {m['utterance']}: still talking (P(complete) {p:.2f} < {threshold:.2f})"
     if m.get("by") == "silence":
-        extra = f" (Smart Turn P {p:.2f})" if p is not None else ""
+        extra = f" (P(complete) {p:.2f})" if p is not None else ""
         return f"utterance {m['utterance']}: ended by {m.get('silence_s', 0):.1f} s of silence{extra}"
     if m.get("by") == "released":
         return f"utterance {m['utterance']}: ended (talk button released)"
-    return f"utterance {m['utterance']}: complete, Smart Turn P(complete) {p:.2f} ≥ {threshold:.2f}"
+    return f"utterance {m['utterance']}: finished (P(complete) {p:.2f} ≥ {threshold:.2f})"
+
+
+def _answer_speculation_text(m: dict) -> str:
+    """The "Speculation kept" value for a ``metrics`` dict of kind "answer" (see ``EngineController``)."""
+    nfetfs = m.get("nfetfs")
+    if nfetfs is None:  # the cascade: nothing was drafted while the user spoke
+        return "none (the answer started after you finished)"
+    kept = f"{m.get('accepted_tokens', 0)} draft tokens kept"
+    if nfetfs == 1:
+        return f"{kept}; answer started before you finished"
+    return f"{kept}; {nfetfs} model passes after you finished"
 
 
 def _language_code(name: str) -> str:
