@@ -15,6 +15,23 @@ A role's spec is one of:
 After a verified join a stamp ``<file>.verified`` (size, mtime, sha256) is written so later starts skip the hash;
 ``resolve(..., verify="full")`` re-hashes regardless.
 
+A models folder (``models.dir``, ``--models DIR`` on every command and benchmark, or ``$SPECVOICE_MODELS_DIR``) is
+looked in first for every role whose spec is ``"embedded"``, so a machine without the model packages (an offline
+GPU box) runs from a carried copy. Its layout (:data:`DIR_LAYOUT`)::
+
+    DIR/asr_target/{model.bin, config.json, tokenizer.json, vocabulary.txt}   Whisper base, CTranslate2
+    DIR/asr_draft/{model.bin, ...}                                             Whisper tiny.en, CTranslate2
+    DIR/llm_target.gguf   DIR/llm_draft.gguf                                   Qwen2.5-Coder 1.5B / 0.5B Q4_K_M
+    DIR/tts_voice.onnx    DIR/tts_voice.onnx.json                              Piper en_US-joe-medium
+    DIR/vad.onnx                                                               Silero VAD v6
+    DIR/SHA256SUMS                                                             sha256 of every file above
+
+A role's main file (model.bin, .gguf, .onnx) must match the digest pinned for its package (:data:`EMBEDDED`), its
+other files the digest in ``SHA256SUMS``; a mismatch is a :class:`ChecksumError` naming the file. A role absent from
+the folder comes from its package. ``python -m engine.models export DIR`` writes the folder from the installed
+packages, each file over 64 MiB split into ``<file>.part001 ...`` with ``DIR/join.sh`` (joins the parts and checks
+every file with ``sha256sum -c SHA256SUMS``); ``python -m engine.models join DIR`` does the same in Python.
+
 :func:`check_model` goes further (``specvoice models --verify``): every model the configuration can use — the six
 roles and the two models shipped in ``assets/`` (:data:`ASSET_MODELS`: the CTC draft head, the codec TTS) — is
 hashed where a digest is pinned and opened the way the engine opens it (ONNX sessions, CTranslate2 Whisper,
@@ -360,17 +377,294 @@ def _resolve_hub(role: str, spec: str, cache_dir: Path) -> ResolvedModel:
     return ResolvedModel(role, kind, local, "hub")
 
 
-def resolve(role: str, cfg: Config, *, verify: str = "stamp", progress: bool = True) -> ResolvedModel:
-    """Resolve a model role according to ``cfg.models``.
+# -- a models folder ---------------------------------------------------------------------------------------------
+MODELS_DIR_ENV = "SPECVOICE_MODELS_DIR"
+MANIFEST = "SHA256SUMS"
+#: role → its place in a models folder: a directory (CTranslate2 Whisper) or a file
+DIR_LAYOUT: dict[str, str] = {"asr_target": "asr_target", "asr_draft": "asr_draft", "llm_target": "llm_target.gguf",
+                              "llm_draft": "llm_draft.gguf", "tts_voice": "tts_voice.onnx", "vad": "vad.onnx"}
+PART_SUFFIX = ".part"  # a split file's parts: <file>.part001, <file>.part002, ... (three digits, in order)
+
+
+def models_dir(cfg: Config) -> Path | None:
+    """The models folder of ``cfg``: ``models.dir``, else ``$SPECVOICE_MODELS_DIR``; None when neither is set.
 
     Raises:
-        ModelError: unknown role, missing package/path, unreachable hub.
-        ChecksumError: an embedded file fails its sha256.
+        ModelError: the folder does not exist.
+    """
+    v = getattr(cfg.models, "dir", "") or os.environ.get(MODELS_DIR_ENV, "")
+    if not v:
+        return None
+    p = Path(v).expanduser()
+    if not p.is_dir():
+        raise ModelError(f"models folder {p} does not exist (models.dir / --models DIR)")
+    return p
+
+
+def _main_rel(role: str) -> str:
+    """The role's file checked against the pinned digest, relative to a models folder."""
+    rel = DIR_LAYOUT[role]
+    return f"{rel}/model.bin" if EMBEDDED[role].kind == "ct2_whisper" else rel
+
+
+def _role_rels(role: str, manifest: dict[str, str]) -> list[str]:
+    """Every file of ``role`` in a models folder (main file first): its main file and what the manifest lists with it."""
+    main, rel = _main_rel(role), DIR_LAYOUT[role]
+    if EMBEDDED[role].kind == "ct2_whisper":
+        others = sorted(r for r in manifest if r.startswith(rel + "/") and r != main)
+    else:
+        others = [rel + ".json"] if EMBEDDED[role].kind == "piper" else []
+    return [main, *others]
+
+
+def _parts(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(path.name + PART_SUFFIX + "[0-9][0-9][0-9]"))
+
+
+def read_manifest(d: Path) -> dict[str, str]:
+    """``DIR/SHA256SUMS`` (``sha256sum`` format: ``<hex>  <relative path>`` per line) as {relative path: hex}.
+
+    Raises:
+        ModelError: the file is missing or a line is not ``<64 hex>  <path>``.
+    """
+    p = Path(d) / MANIFEST
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ModelError(f"models folder {d} has no {MANIFEST} (write the folder with "
+                         f"python -m engine.models export {d})") from None
+    out: dict[str, str] = {}
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        digest, _, rel = line.partition("  ")
+        if len(digest) != 64 or not rel or any(c not in "0123456789abcdef" for c in digest):
+            raise ModelError(f"{p}: line {i} is not '<sha256>  <file>'")
+        out[rel.removeprefix("./")] = digest
+    return out
+
+
+def _write_manifest(d: Path, manifest: dict[str, str]) -> None:
+    text = "".join(f"{h}  {rel}\n" for rel, h in sorted(manifest.items()))
+    tmp = d / (MANIFEST + ".partial")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, d / MANIFEST)
+
+
+def resolve_dir(role: str, d: Path, *, verify: str = "stamp", progress: bool = True) -> ResolvedModel | None:
+    """Resolve ``role`` from the models folder ``d`` (layout in the module docstring), or None when the folder does
+    not hold it.
+
+    Raises:
+        ModelError: the role's files are still split into parts, a file the manifest lists is missing, or there is
+            no manifest.
+        ChecksumError: the main file differs from the pinned digest, or another file from its manifest digest (the
+            file is named; nothing is deleted).
+    """
+    spec = EMBEDDED[role]
+    main = d / _main_rel(role)
+    if not main.exists():
+        if _parts(main):
+            raise ModelError(f"model for {role}: {main} is split into parts in the models folder: join them first "
+                             f"(sh {d / 'join.sh'}, or python -m engine.models join {d})")
+        return None
+    manifest = read_manifest(d)
+    verify_file(main, spec.sha256, spec.size, full=verify == "full", progress=progress)
+    rels = _role_rels(role, manifest)
+    for rel in rels[1:]:
+        f = d / rel
+        if rel not in manifest:
+            raise ModelError(f"model for {role}: {f} is not listed in {d / MANIFEST}")
+        if not f.exists():
+            raise ModelError(f"model for {role}: {f} is missing" + (" (join its parts first)" if _parts(f) else ""))
+        got = sha256_file(f)
+        if got != manifest[rel]:
+            raise ChecksumError(f"checksum failed for {f}: sha256 {got}, expected {manifest[rel]} ({d / MANIFEST})")
+    path = main.parent if spec.kind == "ct2_whisper" else main
+    config = d / rels[1] if spec.kind == "piper" else None
+    return ResolvedModel(role=role, kind=spec.kind, path=path, source="dir", config=config, sha256=spec.sha256)
+
+
+def _role_sources(role: str, m: ResolvedModel) -> list[tuple[Path, str]]:
+    """(installed file, relative path in a models folder) for every file of an embedded role, main file first."""
+    rel = DIR_LAYOUT[role]
+    if m.kind == "ct2_whisper":
+        src = Path(m.path)
+        others = sorted(f for f in src.iterdir() if f.is_file() and f.name != "model.bin"
+                        and not f.name.endswith((".verified", ".partial")) and not f.name.startswith("."))
+        return [(src / "model.bin", _main_rel(role)), *[(f, f"{rel}/{f.name}") for f in others]]
+    if m.kind == "piper":
+        return [(Path(m.path), rel), (Path(m.config), rel + ".json")]
+    return [(Path(m.path), rel)]
+
+
+def _copy(src: Path, dst: Path, progress: bool) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    join_parts([src], dst, progress=progress)  # a copy is a join of one part: atomic, with a progress bar
+
+
+def split_file(path: Path, part_bytes: int) -> list[Path]:
+    """Split ``path`` into ``<path>.part001 ...`` of at most ``part_bytes`` bytes each and remove it (a file that fits
+    stays whole). Returns the parts (or [path]).
+
+    Raises:
+        ValueError: part_bytes < 1, or more than 999 parts would be needed.
+    """
+    if part_bytes < 1:
+        raise ValueError("part_bytes must be positive")
+    size = path.stat().st_size
+    if size <= part_bytes:
+        return [path]
+    n = -(-size // part_bytes)
+    if n > 999:
+        raise ValueError(f"{path}: {n} parts of {part_bytes} bytes; at most 999")
+    parts = []
+    with open(path, "rb") as r:
+        for i in range(1, n + 1):
+            part = path.with_name(f"{path.name}{PART_SUFFIX}{i:03d}")
+            left = min(part_bytes, size - (i - 1) * part_bytes)
+            with open(part, "wb") as w:
+                while left:
+                    b = r.read(min(left, 8 << 20))
+                    w.write(b)
+                    left -= len(b)
+            parts.append(part)
+    path.unlink()
+    return parts
+
+
+JOIN_SH = """#!/bin/sh
+# Join the split model files of this folder (python -m engine.models export) and check every file's sha256.
+# Usage: sh join.sh   (from anywhere; POSIX sh, coreutils cat and sha256sum, or shasum -a 256)
+set -eu
+cd "$(dirname "$0")"
+if command -v sha256sum >/dev/null 2>&1; then sum="sha256sum"; else sum="shasum -a 256"; fi
+for first in $(find . -name '*.part001' | sort); do
+  whole="${first%.part001}"
+  rel="${whole#./}"
+  cat "$whole".part[0-9][0-9][0-9] > "$whole.joining"
+  mv "$whole.joining" "$whole"
+  grep "  $rel\\$" SHA256SUMS | $sum -c - || { echo "join.sh: $rel does not match SHA256SUMS (a part is missing or damaged)" >&2; exit 1; }
+  rm -f "$whole".part[0-9][0-9][0-9]
+done
+$sum -c SHA256SUMS
+"""
+
+README_TXT = """specvoice models folder (written by: python -m engine.models export)
+
+Join split files and check them:  sh join.sh
+Use it:  specvoice <command> --models {dir} ...   or   models.dir = "{dir}" in the config,
+         or SPECVOICE_MODELS_DIR={dir}
+Layout and checks: engine/models.py (module docstring). SHA256SUMS lists every file, joined.
+"""
+
+
+def export_models(out: Path, roles=ROLES, *, cfg: Config | None = None, split_mib: int = 64,
+                  progress: bool = True) -> dict:
+    """Write the models folder ``out`` (layout in the module docstring) from the installed model packages: each
+    role joined and verified as :func:`resolve_embedded` does, copied, hashed into ``SHA256SUMS`` (entries of roles
+    exported earlier are kept), and each file over ``split_mib`` MiB split into parts (0 = never), with
+    ``join.sh`` and ``README.txt`` beside.
+
+    Returns:
+        {"dir": str, "files": {relative path: {"bytes", "sha256", "parts"}}} for the roles written.
+
+    Raises:
+        ModelError: unknown role, a package is missing. ChecksumError: a package file or a copy fails its digest.
+    """
+    cfg = cfg or Config()
+    out = Path(out).expanduser()
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        raise ModelError(f"unknown model role {unknown[0]!r}; roles are {', '.join(ROLES)}")
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(out) if (out / MANIFEST).exists() else {}
+    files: dict[str, dict] = {}
+    for role in roles:
+        m = resolve_embedded(role, cfg.cache_dir(), progress=progress)
+        rel = DIR_LAYOUT[role]
+        old = out / rel
+        if old.is_dir():
+            shutil.rmtree(old)
+        for stale in [old, *_parts(old), old.with_name(old.name + ".json"), *_parts(old.with_name(old.name + ".json"))]:
+            if stale.is_file():
+                stale.unlink()
+        for k in [k for k in manifest if k == rel or k.startswith(rel + "/") or k == rel + ".json"]:
+            del manifest[k]
+        for i, (src, r) in enumerate(_role_sources(role, m)):
+            dst = out / r
+            _copy(src, dst, progress)
+            digest = sha256_file(dst, progress=progress, desc=f"sha256 {r}")
+            if i == 0 and digest != EMBEDDED[role].sha256:
+                dst.unlink()
+                raise ChecksumError(f"checksum failed for {dst} (copied from {src}): sha256 {digest}, "
+                                    f"expected {EMBEDDED[role].sha256}")
+            manifest[r] = digest
+            files[r] = {"bytes": dst.stat().st_size, "sha256": digest, "parts": 1}
+    _write_manifest(out, manifest)
+    if split_mib:
+        for r in files:
+            files[r]["parts"] = len(split_file(out / r, split_mib << 20))
+    (out / "join.sh").write_text(JOIN_SH, encoding="utf-8")
+    (out / "join.sh").chmod(0o755)
+    (out / "README.txt").write_text(README_TXT.format(dir=out), encoding="utf-8")
+    return {"dir": str(out), "files": files}
+
+
+def join_folder(d: Path, *, progress: bool = True) -> list[str]:
+    """Join every split file of the models folder ``d`` (parts in order), check it against ``SHA256SUMS`` and remove
+    its parts. Returns the files joined (relative paths).
+
+    Raises:
+        ModelError: no manifest, or a joined file the manifest does not list.
+        ChecksumError: a joined file differs from its manifest digest (its parts are kept, the joined file removed).
+    """
+    d = Path(d)
+    manifest = read_manifest(d)
+    joined = []
+    for first in sorted(d.rglob("*" + PART_SUFFIX + "001")):
+        whole = first.with_name(first.name[: -len(PART_SUFFIX + "001")])
+        rel = whole.relative_to(d).as_posix()
+        if rel not in manifest:
+            raise ModelError(f"{whole}: not listed in {d / MANIFEST}")
+        parts = _parts(whole)
+        join_parts(parts, whole, progress=progress)
+        got = sha256_file(whole, progress=progress)
+        if got != manifest[rel]:
+            whole.unlink()
+            raise ChecksumError(f"checksum failed for {whole} (joined from {len(parts)} parts): sha256 {got}, "
+                                f"expected {manifest[rel]}")
+        for p in parts:
+            p.unlink()
+        joined.append(rel)
+    return joined
+
+
+def resolve(role: str, cfg: Config, *, verify: str = "stamp", progress: bool = True) -> ResolvedModel:
+    """Resolve a model role according to ``cfg.models``: an ``"embedded"`` role from the models folder
+    (:func:`models_dir`) when it holds the role, else from its package.
+
+    Raises:
+        ModelError: unknown role, missing package/path, unreachable hub, a models folder that is missing or holds
+            the role only as parts.
+        ChecksumError: an embedded file or a file of the models folder fails its sha256.
     """
     if role not in ROLES:
         raise ModelError(f"unknown model role {role!r}; roles are {', '.join(ROLES)}")
     spec = getattr(cfg.models, role)
     if spec in ("", "embedded"):
+        d = models_dir(cfg)
+        if d is not None:
+            found = resolve_dir(role, d, verify=verify, progress=progress)
+            if found is not None:
+                return found
+            try:
+                return resolve_embedded(role, cfg.cache_dir(), verify=verify, progress=progress)
+            except ChecksumError:
+                raise
+            except ModelError as e:
+                raise ModelError(f"model for {role}: not in the models folder {d} (no {d / DIR_LAYOUT[role]}), "
+                                 f"and {e}") from None
         return resolve_embedded(role, cfg.cache_dir(), verify=verify, progress=progress)
     p = Path(spec).expanduser()
     if p.exists() or spec.startswith((".", "/", "~")) or os.sep in spec and spec.count("/") != 1:
@@ -529,3 +823,41 @@ def _check_npz(p: Path) -> None:
         raise ModelError(f"model file {p} is missing") from None
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise ModelCheckError(f"cannot read the arrays in {p}: {_one_line(e)}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m engine.models export DIR [--roles R,...] [--split-mib 64]`` | ``join DIR``. Returns the exit code
+    (2: a model or folder problem, printed as one line)."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m engine.models", description="Write or join a models folder.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("export", help="write DIR from the installed model packages (to carry to another machine)")
+    e.add_argument("dir")
+    e.add_argument("--roles", default="", help=f"comma-separated roles (default: all of {', '.join(ROLES)})")
+    e.add_argument("--split-mib", type=int, default=64, help="split files over this many MiB into parts (0: never)")
+    e.add_argument("--quiet", action="store_true")
+    j = sub.add_parser("join", help="join the split files of DIR and check every file's sha256")
+    j.add_argument("dir")
+    j.add_argument("--quiet", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        if a.cmd == "export":
+            roles = [r for r in a.roles.split(",") if r] or list(ROLES)
+            rep = export_models(Path(a.dir), roles, split_mib=a.split_mib, progress=not a.quiet)
+            for rel, f in rep["files"].items():
+                print(f"{rel}  {f['bytes']:,} bytes  sha256 {f['sha256']}" + (f"  ({f['parts']} parts)"
+                                                                              if f["parts"] > 1 else ""))
+            print(f"wrote {rep['dir']} (join on the other machine: sh {Path(rep['dir']) / 'join.sh'})")
+        else:
+            joined = join_folder(Path(a.dir), progress=not a.quiet)
+            print(f"joined {len(joined)} file(s) in {a.dir}: " + (", ".join(joined) or "nothing to join"))
+    except (ModelError, OSError) as e:
+        print(f"python -m engine.models: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -30,6 +30,10 @@ class Runtime:
         self._cache: dict[str, object] = {}
         self.resolved: dict[str, ResolvedModel] = {}
         self.load_times = LoadTimes()
+        from engine.devices import check_explicit
+
+        check_explicit(cfg)  # a stage set to "cuda" on a machine without one fails here, before any model loads
+        self._devices: dict[str, dict] | None = None
 
     def model(self, role: str) -> ResolvedModel:
         with self._lock:
@@ -95,12 +99,38 @@ class Runtime:
         whole stream is one utterance (push-to-talk)."""
         from engine.pipeline import StreamingTranscriber
 
+        from engine.asr.streaming import SessionLanguage
+
         a = self.cfg.asr
+        lang = (SessionLanguage(a.language_switch_p, a.language_switch_min_s, a.language_agree_p)
+                if a.language == "auto" else None)
         return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit,
                                     a.min_chunk_s, a.buffer_trim_s, final_full=a.final_full,
                                     pre_roll_s=a.pre_roll_s, context_gap_s=a.context_gap_s,
                                     final_piece_s=a.final_piece_s, trim_latest=a.trim_latest,
-                                    trim_overlap_s=a.trim_overlap_s)
+                                    trim_overlap_s=a.trim_overlap_s, session_language=lang,
+                                    revise_max_s=a.revise_max_s, revise_gap_s=a.revise_gap_s,
+                                    revise_idle_cores=a.revise_idle_cores,
+                                    revise_backend=self.revise_backend if a.revise_max_s > 0 else None)
+
+    def revise_backend(self):
+        """The second pass's decoder (``asr.revise_max_s``): greedy AR on the padded 30 s window, as an offline
+        decode runs it, with this configuration's guards, on a model instance of its own (the second pass runs on
+        its own low-priority thread: the live decodes are never queued behind it). Built on the calling thread."""
+        a = self.cfg.asr
+
+        def build():
+            from engine.asr.ctc_self_speculative import SSDCT2Backend, WhisperSSD
+            from engine.asr.window import WindowPolicy
+            from engine.devices import device_setting, resolve_device
+
+            dev = resolve_device(device_setting(self.cfg, "asr"), "asr", "ctranslate2")
+            padded = WindowPolicy("padded")
+            m = WhisperSSD(self.model(a.model_role).path, device=dev, compute_type=a.compute_type,
+                           cpu_threads=a.cpu_threads, language=a.language, window=padded)
+            return SSDCT2Backend(m, speculate=False, window=padded, guard=self.decode_guard())
+
+        return self._get(f"asr:revise:{a.model_role}:{a.language}:{self.decode_guard()}", build)
 
     def window_policy(self):
         """The encoder window of ``asr.encoder_window`` / ``encoder_margin_s`` / ``encoder_min_s``."""
@@ -125,8 +155,9 @@ class Runtime:
 
         def build():
             from engine.asr.ctc_self_speculative import WhisperSSD
+            from engine.devices import device_setting, resolve_device
 
-            dev = None if a.device == "auto" else a.device
+            dev = resolve_device(device_setting(self.cfg, "asr"), "asr", "ctranslate2")
             return WhisperSSD(self.model(role).path, device=dev, compute_type=a.compute_type,
                               cpu_threads=a.cpu_threads, language=a.language, window=self.window_policy())
 
@@ -134,12 +165,12 @@ class Runtime:
 
     def torch_whisper(self, role: str):
         """A torch Whisper (decoder control) of ``role``."""
-        a = self.cfg.asr
 
         def build():
             from engine.asr.whisper_torch import TorchWhisper
+            from engine.devices import device_setting, resolve_device
 
-            return TorchWhisper(self.model(role).path, device=None if a.device == "auto" else a.device)
+            return TorchWhisper(self.model(role).path, device=resolve_device(device_setting(self.cfg, "asr"), "asr"))
 
         return self._get(f"torch_whisper:{role}", build)
 
@@ -199,7 +230,7 @@ class Runtime:
         if c.backend == "remote":
             def build_remote():
                 from engine.models import ModelError
-                from engine.llm.remote.adapter import RemoteLM
+                from engine.llm.remote import RemoteLM
 
                 tok = c.tokenizer or None
                 if tok is None:
@@ -217,11 +248,20 @@ class Runtime:
             return self._get(f"llm:remote:{role}:{instance}", build_remote)
 
         def build():
+            from engine.devices import device_setting, llm_placement
+
+            c = self.cfg.llm
+            # llama.cpp (offloaded when its build can), or torch bf16 on a GPU llama.cpp cannot use (engine/devices.py)
+            p = llm_placement(device_setting(self.cfg, "llm"), c.n_gpu_layers)
+            m = self.model(role)
+            if p.backend == "torch":
+                from engine.llm.torch_lm import TorchCausalLM
+
+                return TorchCausalLM(m.path, device=p.device, dtype=p.dtype, n_ctx=n_ctx or c.n_ctx,
+                                     cache_dir=self.cfg.cache_dir())
             from engine.llm.llama_cpp_lm import LlamaCppLM
 
-            m = self.model(role)
-            c = self.cfg.llm
-            return LlamaCppLM(m.path, n_ctx=n_ctx or c.n_ctx, n_threads=c.n_threads, n_gpu_layers=c.n_gpu_layers)
+            return LlamaCppLM(m.path, n_ctx=n_ctx or c.n_ctx, n_threads=c.n_threads, n_gpu_layers=p.n_gpu_layers)
 
         return self._get(f"llm:{role}:{instance}", build)
 
@@ -237,12 +277,17 @@ class Runtime:
         t = settings if settings is not None else self.cfg.tts
         if t.engine == "codec":
             def build_codec():
+                from engine.devices import resolve_device
                 from engine.speech.coarse_grained_sampling import CodecTTS
 
-                return CodecTTS(method=t.codec_method, theta=t.theta, lookahead=t.lookahead,
-                                temperature=t.temperature, cache_dir=self.cfg.cache_dir())
+                dev = resolve_device(getattr(t, "device", "auto"), "tts")
+                voice = CodecTTS(method=t.codec_method, theta=t.theta, lookahead=t.lookahead,
+                                 temperature=t.temperature, cache_dir=self.cfg.cache_dir())
+                voice.voice.to(dev)  # the codec LM in torch on CUDA; on the CPU its ONNX Runtime sessions
+                return voice
 
-            return self._get(f"tts:codec:{t.codec_method}:{t.theta}:{t.lookahead}:{t.temperature}", build_codec)
+            return self._get(f"tts:codec:{t.codec_method}:{t.theta}:{t.lookahead}:{t.temperature}:"
+                             f"{getattr(t, 'device', 'auto')}", build_codec)
         if t.engine != "piper":
             raise ValueError(f"unknown TTS engine {t.engine!r} (piper, codec)")
 
@@ -256,6 +301,19 @@ class Runtime:
 
     def describe(self) -> dict:
         return {r: {"path": str(m.path), "source": m.source, "kind": m.kind} for r, m in self.resolved.items()}
+
+    def devices(self) -> dict[str, dict]:
+        """Where each stage runs (:func:`engine.devices.plan`: {"asr" | "llm" | "tts": {"setting", "device",
+        "runs"}}), computed once; the reports print it.
+
+        Raises:
+            engine.devices.DeviceError: a stage set to "cuda" without a CUDA device.
+        """
+        if self._devices is None:
+            from engine.devices import plan
+
+            self._devices = plan(self.cfg)
+        return self._devices
 
 
 def build_assistant(cfg: Config, rt: Runtime, emit):

@@ -11,7 +11,8 @@ causal-LM protocol (``eval(tokens) → logits at every position``, ``crop(n)``).
 target-only AR, standard speculative sampling, SSD-style constant bias, PCG (Algorithm 1) — live with the other
 speculative algorithms, in :mod:`engine.speech.coarse_grained_sampling`; this package holds models only. Sessions run the model on ONNX Runtime
 (:class:`CodecLMRuntime`: the module's weights written as an ONNX graph, KV cache updated in place), the torch module
-being the reference.
+being the reference; a module moved to a GPU (:meth:`CodecVoice.to`, with the device string the caller resolved)
+runs in torch there.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def build_modules():
             self.draft_head = nn.Linear(d, n_codes)
 
         def embed(self, x, cond, start: int = 0):
-            pos = torch.arange(start, start + x.shape[1])
+            pos = torch.arange(start, start + x.shape[1], device=x.device)
             return (self.code(x) + self.cur(cond[..., 0]) + self.prev(cond[..., 1]) + self.next(cond[..., 2])
                     + self.prog(cond[..., 3]) + self.pos(pos)[None])
 
@@ -119,7 +120,7 @@ def build_modules():
             T = x.shape[1]
             S = T if caches is None else start + T
             # causal over the new queries, which sit at the end of the S keys (one query sees every key)
-            mask = None if T == 1 else torch.ones(T, S, dtype=torch.bool).tril(S - T)
+            mask = None if T == 1 else torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
             # index the layers (slicing a ModuleList builds a new module on every call: per-token overhead)
             for i in range(self.draft_layers if draft else len(self.blocks)):
                 h = self.blocks[i](h, None if caches is None else caches[i], mask)
@@ -263,7 +264,7 @@ def codec_lm_onnx(lm, draft: bool = False) -> bytes:
     S − T cached keys) writes the new keys in place — no concatenation or copy of the cache, and a crop is a
     smaller ``total_len``. Same weights and operations as :class:`CodecLM`'s forward (float32; only rounding
     differs)."""
-    sd = {k: v.detach().float().numpy() for k, v in lm.state_dict().items()}
+    sd = {k: v.detach().float().cpu().numpy() for k, v in lm.state_dict().items()}
     d = sd["code.weight"].shape[1]
     h = lm.blocks[0].h
     g = OnnxGraph()
@@ -354,10 +355,13 @@ class CodecLMSession:
     layers and head. Tokens are their own text: ``tokenize``/``detokenize`` are not meaningful here.
 
     One ``eval`` is one pass of the model over all its tokens (a verification of L_d drafts + 1 is one pass), made
-    by :meth:`_forward`. ``backend="onnx"`` (default): :class:`CodecLMRuntime`, with this session's KV buffers
+    by :meth:`_forward`. ``backend="onnx"``: :class:`CodecLMRuntime` on the CPU, with this session's KV buffers
     bound once (IO binding) as the graph's past and present tensors, so a pass binds only its tokens, their
     conditioning rows and two lengths, and writes the logits into a preallocated array; ``backend="torch"``: the
-    module's own forward (the reference: the same numbers up to float rounding).
+    module's own forward on the module's device (the reference: the same numbers up to float rounding; on CUDA,
+    where a verification pass of a few tokens costs about one step, this is how the LM runs). The default (None)
+    is "torch" for a module on a GPU (:meth:`CodecVoice.to`), "onnx" for one on the CPU. Logits come back as
+    numpy on the CPU either way.
 
     Args:
         lm: a :class:`CodecLM` module; cond: int64 (n_frames, 4) frame conditioning (:func:`frame_conditioning`);
@@ -368,8 +372,11 @@ class CodecLMSession:
         (init): unknown backend.
     """
 
-    def __init__(self, lm, cond: np.ndarray, draft: bool = False, backend: str = "onnx", threads: int = 1):
+    def __init__(self, lm, cond: np.ndarray, draft: bool = False, backend: str | None = None, threads: int = 1):
         torch = _torch()
+        self.device = next(lm.parameters()).device
+        if backend is None:
+            backend = "onnx" if self.device.type == "cpu" else "torch"
         if backend not in ("onnx", "torch"):
             raise ValueError(f"unknown codec LM backend {backend!r} (onnx, torch)")
         self.lm = lm
@@ -382,11 +389,11 @@ class CodecLMSession:
         if backend == "onnx":
             rt = runtime_for(lm, threads)
             self.runtime = rt
-            c = self.cond
+            c = self.cond.to(self.device)
             with torch.inference_mode():  # the conditioning part of CodecLM.embed, once for every frame
                 ce = (lm.cur(c[:, 0]) + lm.prev(c[:, 1]) + lm.next(c[:, 2]) + lm.prog(c[:, 3])
-                      + lm.pos(torch.arange(self.n_frames)))
-            self._ce = np.ascontiguousarray(ce.float().numpy()[None])  # (1, n_frames, d)
+                      + lm.pos(torch.arange(self.n_frames, device=self.device)))
+            self._ce = np.ascontiguousarray(ce.float().cpu().numpy()[None])  # (1, n_frames, d)
             self._kv = [np.zeros((1, rt.heads, cap, rt.d // rt.heads), np.float32) for _ in range(2 * n)]
             self._logits = np.empty((1, cap, rt.n_codes), np.float32)
             self._io = io = rt.sessions[draft].io_binding()
@@ -396,6 +403,7 @@ class CodecLMSession:
                     io.bind_input(f"past_{kv}{i}", "cpu", 0, np.float32, buf.shape, buf.ctypes.data)
                     io.bind_output(f"present_{kv}{i}", "cpu", 0, np.float32, buf.shape, buf.ctypes.data)
         else:
+            self.cond = self.cond.to(self.device)
             self.caches = [{"k": None, "v": None, "n": 0, "capacity": cap} for _ in range(n)]
         self.n_past = 0
         self.n_forward = 0
@@ -424,8 +432,8 @@ class CodecLMSession:
         if self.backend == "torch":
             torch = _torch()
             with torch.inference_mode():
-                return self.lm(torch.from_numpy(x), self.cond[n0 : n0 + T][None], draft=self.draft,
-                               caches=self.caches, start=n0)[0].float().numpy()
+                return self.lm(torch.from_numpy(x).to(self.device), self.cond[n0 : n0 + T][None], draft=self.draft,
+                               caches=self.caches, start=n0)[0].float().cpu().numpy()
         io, S = self._io, n0 + T
         io.bind_cpu_input("seqlens_k", np.array([S - 1], np.int32))
         io.bind_cpu_input("total_len", np.array(S, np.int32))
@@ -460,6 +468,9 @@ class CodecVoice:
             (a loaded ``piper.PiperVoice``), or None to load one from ``voice_model`` on first use.
         voice_model / voice_config: the Piper voice (.onnx, .onnx.json) whose phonemiser is used; the caller
             resolves the paths.
+        device: where the codec LM runs, "cpu" (ONNX Runtime sessions) or a torch device such as "cuda" (the torch
+            module there); the caller decides (this package reads no settings). The duration model and the codec
+            stay on the CPU: one small pass per sentence.
 
     Raises:
         FileNotFoundError: the model files are missing.
@@ -468,7 +479,7 @@ class CodecVoice:
     sample_rate = 16000
 
     def __init__(self, path: str | Path | None = None, phonemizer=None, voice_model: str | Path | None = None,
-                 voice_config: str | Path | None = None):
+                 voice_config: str | Path | None = None, device: str = "cpu"):
         from safetensors.torch import load_file
 
         from .codec import SpectralCodec
@@ -481,6 +492,19 @@ class CodecVoice:
         self.dm.eval()
         self.phonemizer = phonemizer
         self.voice_model, self.voice_config = voice_model, voice_config
+        self.device = "cpu"
+        self.to(device)
+
+    def to(self, device: str) -> "CodecVoice":
+        """Move the codec LM to ``device`` ("cpu", "cuda", "cuda:1", ...) in place; every later
+        :class:`CodecLMSession` of it runs there. Returns self.
+
+        Raises:
+            RuntimeError: torch cannot use ``device`` (the caller resolves the device first).
+        """
+        self.lm.to(device)
+        self.device = str(device)
+        return self
 
     def phoneme_ids(self, text: str) -> list[np.ndarray]:
         """Per sentence, Piper's phoneme ids (int64; espeak-ng phonemes, BOS/EOS/pad as Piper uses them).
@@ -514,4 +538,4 @@ class CodecVoice:
         model's input embeddings are untied and nearly orthogonal (max pairwise cosine 0.29), while the output
         embeddings place codes the target predicts in the same acoustic contexts together (median nearest-
         neighbour cosine 0.49), which is the similarity Eq. 1 is after."""
-        return self.lm.head.weight.detach().float().numpy()
+        return self.lm.head.weight.detach().float().cpu().numpy()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "ctc_head"
+ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "ctc_head"
 BLANK = 0
 #: printable ASCII (space .. ~); index i+1 is chr(32 + i); 0 is the CTC blank ε
 ALPHABET = [chr(c) for c in range(32, 127)]

@@ -149,11 +149,13 @@ class TorchWhisper:
 
     Args:
         model_dir: CTranslate2 Whisper directory (model.bin, config.json, tokenizer.json).
-        device: "cpu", "cuda" or None (CUDA when available).
+        device: "cpu", "cuda" or None / "auto" (CUDA when torch sees a device: :func:`engine.devices.resolve_device`,
+            family ``asr``). The weights are float16 on CUDA (the stored CTranslate2 precision), float32 on the CPU.
         threads: torch intra-op threads on CPU (0 = leave as is).
 
     Raises:
         ValueError: not a Whisper CTranslate2 directory.
+        engine.devices.DeviceError: ``device="cuda"`` without a CUDA device visible to torch.
     """
 
     def __init__(self, model_dir: str | Path, device: str | None = None, threads: int = 0):
@@ -161,11 +163,12 @@ class TorchWhisper:
         from faster_whisper.feature_extractor import FeatureExtractor
         from faster_whisper.tokenizer import Tokenizer
         from engine.asr.tokenizer import load_hf_tokenizer
+        from engine.devices import resolve_device, torch_dtype_name
 
         if threads:
             torch.set_num_threads(threads)
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = torch.float16 if self.device == "cuda" else torch.float32
+        self.device = resolve_device(device or "auto", "asr", "torch")
+        dtype = getattr(torch, torch_dtype_name(self.device, "asr"))
         self.model = load_whisper_torch(model_dir, dtype=dtype).to(self.device)
         self.dtype = dtype
         cfg = self.model.config

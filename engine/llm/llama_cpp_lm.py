@@ -70,7 +70,9 @@ class LlamaCppLM:
         model_path: a .gguf file.
         n_ctx: context window, tokens.
         n_threads: CPU threads (0 = all cores).
-        n_gpu_layers: layers offloaded to the GPU (-1 = all) when llama.cpp was built with GPU support.
+        n_gpu_layers: layers offloaded to the GPU (-1 = all, 0 = none) when llama.cpp was built with GPU support
+            (ignored otherwise); :func:`engine.devices.llm_placement` chooses it from ``llm.device``. The number
+            actually offloaded is ``gpu_layers``.
 
     Raises:
         ModelLoadError: llama-cpp-python missing, or the file is not a loadable GGUF.
