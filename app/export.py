@@ -30,10 +30,26 @@ class Item:
     session: str = ""
 
 
+def revised_texts(records: list[dict]) -> dict[tuple[str, int], str]:
+    """The latest revised text of each (session, utterance) from the ``revision`` records (:mod:`app.journal`)."""
+    out: dict[tuple[str, int], str] = {}
+    for r in records:
+        if r.get("type") != "revision":
+            continue
+        us, ts = r.get("utterances"), r.get("texts")
+        if isinstance(us, list) and isinstance(ts, list):
+            for u, t in zip(us, ts):
+                if isinstance(u, int) and isinstance(t, str):
+                    out[(str(r.get("session", "")), u)] = t
+    return out
+
+
 def items(records: list[dict], session: str | None = None) -> list[Item]:
     """The conversation lines of ``records`` (of one ``session`` when given), times on the continuous clock (or on
-    the session's own clock when ``session`` is given)."""
+    the session's own clock when ``session`` is given). A user line shows its utterance's latest revised text
+    (``revision`` records); one whose words all moved to a neighbour is left out."""
     offsets = session_offsets(records)
+    revised = revised_texts(records)
     out = []
     for r in records:
         if r.get("type") not in WHO or (session is not None and r.get("session") != session):
@@ -44,7 +60,12 @@ def items(records: list[dict], session: str | None = None) -> list[Item]:
         t0 = float(t0) if isinstance(t0, (int, float)) else float(t1) if isinstance(t1, (int, float)) else 0.0
         t1 = float(t1) if isinstance(t1, (int, float)) else t0
         utt = r.get("utterance")
-        out.append(Item(r["type"], str(r.get("text", "")), off + t0, off + t1, str(r.get("translation") or ""),
+        text = str(r.get("text", ""))
+        if r["type"] == "user" and isinstance(utt, int):
+            text = revised.get((str(r.get("session", "")), utt), text)
+            if not text.strip():
+                continue
+        out.append(Item(r["type"], text, off + t0, off + t1, str(r.get("translation") or ""),
                         utt if isinstance(utt, int) else -1, str(r.get("session", ""))))
     return out
 
@@ -158,6 +179,16 @@ class History:
             s.caption(item.utterance, item.text, item.translation, item.t_start, item.t_end)
         else:
             raise ValueError(f"unknown item kind {item.kind!r}")
+
+    def revise(self, utterances, texts, t_start: float | None = None, t_end: float | None = None,
+               language: str = "") -> None:
+        """Journal a ``RevisedTranscript`` of the current session (durable on return): :attr:`items` and the exports
+        then show ``texts`` for ``utterances``.
+
+        Raises:
+            OSError: the journal cannot be written.
+        """
+        self.session().revision(utterances, texts, t_start, t_end, language)
 
     def end_session(self, audio_s: float | None = None, status: str = "ok") -> None:
         if self._session is not None:

@@ -7,7 +7,11 @@ never truncated or rewritten: each run appends its own records after the earlier
 Records (``type``):
     * ``session`` — a session starts: ``command``, ``input``, ``started`` (ISO local time).
     * ``user`` — a final transcript: ``utterance``, ``text``, ``t_start``/``t_end`` (audio seconds since the
-      session's source started), ``latency_s`` (end of speech → final transcript, s, or null).
+      session's source started), ``latency_s`` (end of speech → final transcript, s, or null), and ``language``
+      (ISO 639-1 code it was decoded in) when known.
+    * ``revision`` — the second pass revised final transcripts (``RevisedTranscript``): ``utterances`` and
+      ``texts`` (each utterance's new text, "" when its words moved to a neighbour), ``t_start``/``t_end`` (the
+      audio span decoded), ``language`` when known. The exports show the revised text.
     * ``answer_sentence`` — one sentence of the answer as it went to the voice: ``utterance``, ``index``, ``text``.
     * ``assistant`` — the whole answer: ``utterance``, ``text``, ``interrupted``, ``t_start``/``t_end``.
     * ``caption`` — a final caption: ``utterance``, ``text`` (source), ``translation``, ``t_start``/``t_end``.
@@ -153,9 +157,25 @@ class Session:
         self.journal.append(rec)
         return rec
 
-    def user(self, utterance: int, text: str, t_start: float, t_end: float, latency_s: float | None = None) -> dict:
+    def user(self, utterance: int, text: str, t_start: float, t_end: float, latency_s: float | None = None,
+             language: str = "") -> dict:
+        extra = {"language": language} if language else {}
         return self.write("user", utterance=utterance, text=text, t_start=_r(t_start), t_end=_r(t_end),
-                          latency_s=_r(latency_s))
+                          latency_s=_r(latency_s), **extra)
+
+    def revision(self, utterances, texts, t_start: float | None = None, t_end: float | None = None,
+                 language: str = "") -> dict:
+        """Journal a ``RevisedTranscript``: ``utterances`` (indices) now read ``texts`` (same length).
+
+        Raises:
+            ValueError: ``utterances`` and ``texts`` differ in length.
+        """
+        utterances, texts = [int(u) for u in utterances], [str(t) for t in texts]
+        if len(utterances) != len(texts):
+            raise ValueError(f"{len(utterances)} utterances but {len(texts)} texts")
+        extra = {"language": language} if language else {}
+        return self.write("revision", utterances=utterances, texts=texts, t_start=_r(t_start), t_end=_r(t_end),
+                          **extra)
 
     def answer_sentence(self, utterance: int, index: int, text: str) -> dict:
         return self.write("answer_sentence", utterance=utterance, index=index, text=text)

@@ -6,6 +6,11 @@ Threads:
     * ASR (``StreamingTranscriber.run``): drains everything queued, then re-decodes the current utterance if at
       least ``min_chunk_s`` of new audio arrived (computation-aware, as whisper_streaming); at end of speech it
       finishes the utterance and emits :class:`FinalTranscript`.
+    * revise (``asr.revise_max_s`` > 0, a real-time source): the second pass
+      (:class:`engine.asr.streaming.SecondPass`) re-decodes consecutive finished utterances together, between
+      utterances while the process is otherwise idle, on its own model instance at a lower OS priority (nice +10),
+      so the live decodes are never queued behind it; it emits :class:`RevisedTranscript` for the utterances whose
+      text changed. A file read as fast as it is consumed runs it on the ASR thread instead, at once (deterministic).
 Consumers receive events through a callback; assist and caption run their LLM work on their own threads.
 
 Queue policy (every queue is bounded):
@@ -22,6 +27,7 @@ Queue policy (every queue is bounded):
 from __future__ import annotations
 
 import collections
+import os
 import queue
 import threading
 import time
@@ -34,8 +40,10 @@ from audio.sources import AudioBlock, AudioSource
 from audio.vad import StreamingVAD
 
 from engine.core.cpu import ASR
-from engine.core.events import (CommittedWords, Error, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, TurnDecision)
-from engine.asr.streaming import ASRBackend, OnlineASRProcessor, join_words
+from engine.core.events import (CommittedWords, Error, FinalTranscript, PartialTranscript, RevisedTranscript,
+                                SpeechEnded, SpeechStarted, TurnDecision)
+from engine.asr.streaming import (ASRBackend, OnlineASRProcessor, SecondPass, SessionLanguage, SpokenUtterance,
+                                  join_words)
 
 SAMPLE_RATE = 16000
 
@@ -195,6 +203,8 @@ class UtteranceRecord:
     updates: int = 0
     asr_compute_s: float = 0.0
     first_partial_wall: float | None = None
+    language: str = ""  # ISO 639-1 code of the final decode ("" when the backend does not say)
+    revised_text: str | None = None  # the second pass's text, when it changed the final's
 
 
 @dataclass
@@ -210,6 +220,8 @@ class TranscriberStats:
     ended_wall: float = 0.0
     max_backlog_s: float = 0.0
     dropped_audio_s: float = 0.0
+    revisions: int = 0  # RevisedTranscript events
+    revise_compute_s: float = 0.0  # second-pass decodes (counted in asr_compute_s too), seconds
 
     @property
     def rtf(self) -> float:
@@ -229,14 +241,39 @@ class StreamingTranscriber:
         min_chunk_s: minimum new audio per re-decode, seconds.
         max_backlog_s: capacity of the capture → ASR queue, seconds of audio.
         lag_warn_s: ASR delay behind a real-time source that emits :class:`Backlog`, seconds.
+        session_language: ``asr.language = "auto"``: the session's language identification with hysteresis
+            (:class:`engine.asr.streaming.SessionLanguage`); None = the backend's fixed language.
+        revise_max_s: > 0: the second pass (:class:`engine.asr.streaming.SecondPass`) re-decodes up to this many
+            seconds of consecutive utterances in one window and emits :class:`RevisedTranscript`; 0 = off.
+        revise_gap_s: longest pause between two utterances the second pass decodes together, seconds.
+        revise_idle_cores: the second pass runs between utterances once the process used less CPU than this many
+            cores over 0.3 s (an answer or a caption being computed is not slowed by it); a source that is not
+            real time (a file read as fast as it is consumed) never waits.
+        revise_backend: the second pass's decoder, or a function that builds it (called on the thread that runs
+            the second pass, so a model's worker threads inherit its priority); default ``backend``. The runtime
+            gives greedy AR on the padded 30 s window, as an offline decode, on a model instance of its own.
     """
 
     def __init__(self, source: AudioSource, backend: ASRBackend, vad: StreamingVAD | None,
                  emit: Callable[[object], None], min_chunk_s: float = 1.0, buffer_trim_s: float = 15.0,
                  max_utterance_s: float = 60.0, final_full: bool = True, max_backlog_s: float = 600.0,
                  lag_warn_s: float = 3.0, pre_roll_s: float = 0.3, context_gap_s: float = 0.0,
-                 final_piece_s: float = 0.0, trim_latest: bool = True, trim_overlap_s: float = 0.0):
+                 final_piece_s: float = 0.0, trim_latest: bool = True, trim_overlap_s: float = 0.0,
+                 session_language: SessionLanguage | None = None, revise_max_s: float = 0.0,
+                 revise_gap_s: float = 2.0, revise_idle_cores: float = 0.5,
+                 revise_backend: ASRBackend | Callable[[], ASRBackend] | None = None):
         self.source = source
+        self.session_language = session_language
+        self.second = SecondPass(None, revise_max_s, revise_gap_s) if revise_max_s > 0 else None
+        self._revise_backend = revise_backend or backend
+        self.revise_idle_cores = revise_idle_cores
+        self._history: collections.deque[AudioBlock] = collections.deque()  # audio the second pass may decode
+        self._cpu_mark: tuple[float, float] | None = None
+        self._rev = threading.Condition()  # guards second, _history, _speaking, _audio_t, _eof (revise thread)
+        self._speaking = False  # an utterance is open
+        self._audio_t = 0.0  # audio time of the latest block, seconds
+        self._eof = False
+        self.texts: dict[int, str] = {}  # each utterance's text, the second pass's revisions applied
         self.trim_overlap_s = trim_overlap_s  # audio before a trim's cut kept in the buffer, seconds
         self.final_full = final_full
         self.trim_latest = trim_latest
@@ -309,6 +346,10 @@ class StreamingTranscriber:
         if self.vad is None:
             utt_index, proc, rec = self._start(0, 0.0, [])
         lagging = False
+        reviser = None
+        if self.second is not None and self.realtime:
+            reviser = threading.Thread(target=self._revise_worker, name="revise", daemon=True)
+            reviser.start()
         while not done:
             items = [self.q.get()]
             while True:
@@ -336,10 +377,16 @@ class StreamingTranscriber:
                     ring.append(block)
                     while ring and ring[-1].t_end - ring[0].t_start > self.buffer_trim_s + 3.0:
                         ring.pop(0)
+                    if self.second is not None:
+                        with self._rev:
+                            self._keep_history(block, rec)
                     if proc is not None:
                         proc.insert_audio_chunk(block.samples)
                         pending_new += len(block.samples) / SAMPLE_RATE
                 elif kind == "start" and proc is None:
+                    if not self.realtime and self.second is not None:
+                        while self.second.due(item[1]):  # a chain the silence before this start completed
+                            self._revise()
                     utt_index, proc, rec = self._start(utt_index + 1, item[1], ring)
                     pending_new = proc.audio_end - rec.t_start
                 elif kind == "turn" and rec is not None and len(item) > 3 and item[3] is not None:
@@ -355,6 +402,8 @@ class StreamingTranscriber:
                     self.emit(SpeechEnded(rec.index, t_end, rec.eos_wall))
                     self._finish(proc, rec, t_end)
                     proc, rec, pending_new, pause_at = None, None, 0.0, None
+                    if not self.realtime and self.second is not None and self.second.ready is not None:
+                        self._revise()  # a file read as fast as it is consumed: now, before the next utterance
                 elif kind == "error":
                     self.emit(Error("audio", f"audio input failed: {item[1]}"))
                 elif kind == "lost":
@@ -367,6 +416,9 @@ class StreamingTranscriber:
                 self.emit(SpeechEnded(rec.index, rec.t_end, rec.eos_wall))
                 self._finish(proc, rec)
                 proc = None
+            if done and self.second is not None and not self.realtime and not self._stop.is_set():
+                while self.second.due(None):  # the end of the stream completes the last chain
+                    self._revise()
             if proc is not None and pause_at is not None:
                 if (proc.decoded_until < pause_at - 1e-3 and proc.audio_end >= pause_at - 1e-3
                         and not proc.mostly_doubtful):  # a doubtful utterance keeps no new words at its end
@@ -388,6 +440,11 @@ class StreamingTranscriber:
                     utt_index, proc, rec = self._start(utt_index + 1, cut, [], carry=rest)
                     pending_new = proc.audio_end - cut
         cap.join(timeout=1.0)
+        if reviser is not None:
+            with self._rev:
+                self._eof = True
+                self._rev.notify_all()
+            reviser.join()  # after stop() it runs nothing more; at the end of a source it decodes what is due
         self.stats.ended_wall = time.monotonic()
         return self.stats
 
@@ -409,13 +466,15 @@ class StreamingTranscriber:
             # soft onsets start before the VAD is sure: decode a little earlier, never into the previous utterance
             floor = max(ring[0].t_start, prev.t_end if prev is not None and prev.t_end is not None else 0.0)
             t_buf = max(floor, t_start - self.pre_roll_s)
-        earlier = self.transcript[:-1] if ctx_words else self.transcript
+        earlier = [t for t in self.texts.values() if t]  # the second pass's revisions are the better context
+        earlier = earlier[:-1] if ctx_words else earlier
         context = " ".join(earlier)[-200:]
         proc = OnlineASRProcessor(self.backend, self.buffer_trim_s, context=context + " " if context else "",
                                   t_offset=t_buf, context_words=ctx_words,
                                   committed_until=ctx_words[-1].end if ctx_words else None,
                                   final_full=self.final_full, final_piece_s=self.final_piece_s,
-                                  trim_latest=self.trim_latest, trim_overlap_s=self.trim_overlap_s)
+                                  trim_latest=self.trim_latest, trim_overlap_s=self.trim_overlap_s,
+                                  session_language=self.session_language)
         t_start_utt, t_start = t_start, t_buf
         if carry is not None:
             proc.insert_audio_chunk(carry)
@@ -426,6 +485,9 @@ class StreamingTranscriber:
             proc.insert_audio_chunk(b.samples[skip:])
         rec = UtteranceRecord(index=index, t_start=t_start_utt)
         self.stats.utterances.append(rec)
+        if self.second is not None:
+            with self._rev:
+                self._speaking = True
         self.emit(SpeechStarted(index, t_start_utt))
         return index, proc, rec
 
@@ -450,7 +512,7 @@ class StreamingTranscriber:
         if rec.first_partial_wall is None:
             rec.first_partial_wall = time.monotonic()
         self.emit(PartialTranscript(rec.index, join_words(proc.committed) + " ", join_words(tentative),
-                                    proc.audio_end, compute_s, hypothesis=proc.hypothesis))
+                                    proc.audio_end, compute_s, hypothesis=proc.hypothesis, language=proc.language))
 
     def _finish(self, proc: OnlineASRProcessor, rec: UtteranceRecord, speech_end: float | None = None,
                 cut: bool = False) -> None:
@@ -465,10 +527,140 @@ class StreamingTranscriber:
             self.stats.asr_compute_s += u.compute_s
             self.stats.updates += 1
         rec.text = proc.text
+        rec.language = proc.language
         self._last_words = list(proc.committed)
         release_memory()
         rec.final_wall = time.monotonic()
         if rec.text:
             self.transcript.append(rec.text)
+        self.texts[rec.index] = rec.text
         self.emit(FinalTranscript(rec.index, rec.text, tuple(proc.committed), rec.t_start, rec.t_end or proc.audio_end,
-                                  rec.final_wall))
+                                  rec.final_wall, language=proc.language))
+        if self.session_language is not None:
+            self.session_language.end_utterance(proc.language or None, proc.language_probs)
+        if self.second is not None:
+            with self._rev:
+                self.second.add(SpokenUtterance(rec.index, rec.t_start, rec.t_end or proc.audio_end,
+                                                list(proc.committed), proc.language), whole=proc.decoded_whole)
+                self._speaking = False
+                self._cpu_mark = None  # idle is measured from now on
+                self._rev.notify_all()
+
+    # -- second pass ------------------------------------------------------------------------------------------
+    def _keep_history(self, block: AudioBlock, rec: UtteranceRecord | None) -> None:
+        """Keep ``block`` for the second pass, and the audio from the start of its chain (or of the utterance being
+        spoken) on; at most 120 s."""
+        self._history.append(block)
+        self._audio_t = block.t_end
+        keep_from = self.second.earliest
+        if keep_from is None:
+            keep_from = rec.t_start - 1.0 if rec is not None else block.t_end - 1.0
+        keep_from = max(keep_from - 1.0, block.t_end - 120.0)
+        while self._history and self._history[0].t_end < keep_from:
+            self._history.popleft()
+
+    def _idle(self) -> bool:
+        """Whether the second pass may run now: when the process used less than ``revise_idle_cores`` of CPU over
+        the last 0.3 s or more (measured from the revise thread, which is itself idle then)."""
+        now, cpu = time.monotonic(), time.process_time()
+        if self._cpu_mark is None or now - self._cpu_mark[0] > 2.0:
+            self._cpu_mark = (now, cpu)
+            return False
+        t0, c0 = self._cpu_mark
+        if now - t0 < 0.3:
+            return False
+        self._cpu_mark = (now, cpu)
+        return (cpu - c0) / (now - t0) < self.revise_idle_cores
+
+    def _backend_for_second_pass(self) -> ASRBackend:
+        if self.second.backend is None:
+            b = self._revise_backend
+            self.second.backend = b if hasattr(b, "transcribe") else b()
+        return self.second.backend
+
+    def _revise(self) -> None:
+        """One second-pass run on the ASR thread (a source read as fast as it is consumed)."""
+        self._backend_for_second_pass()
+        with self._rev:
+            job = self.second.take()
+            audio, t0 = self._window_audio(job)
+        if job is None:
+            return
+        try:
+            res = self.second.decode(job, audio, t0)
+        except Exception as e:
+            res = None
+            self.emit(Error("asr", f"transcript revision failed: {type(e).__name__}: {e}"))
+        with self._rev:
+            rev = self.second.apply(job, res)
+        self._revised(job, rev)
+
+    def _window_audio(self, job) -> tuple[np.ndarray, float]:
+        """The kept audio of ``job``'s window (float32 16 kHz) and its start (audio time, seconds); called with the
+        lock held."""
+        if job is None:
+            return np.zeros(0, np.float32), 0.0
+        blocks = [b for b in self._history if b.t_end > job.window[0] and b.t_start < job.window[1]]
+        if not blocks:
+            return np.zeros(0, np.float32), job.window[0]
+        return np.concatenate([b.samples for b in blocks]), blocks[0].t_start
+
+    def _revise_worker(self) -> None:
+        """The revise thread (a real-time source): waits until a chain is complete, no utterance is open and the
+        process is idle, then decodes it at nice +10 on the second pass's own decoder; at the end of the source it
+        decodes what is still due (not after :meth:`stop`)."""
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except (AttributeError, OSError):
+            pass
+        try:
+            self._backend_for_second_pass()  # built here: its model's threads inherit this thread's priority
+        except Exception as e:
+            self.emit(Error("asr", f"transcript revision unavailable: {type(e).__name__}: {e}"))
+            return
+        while True:
+            with self._rev:
+                eof = self._eof
+                if eof and self._stop.is_set():
+                    return  # stopped: the session ends now, with the text it has
+                due = self.second.due(None) if eof else (not self._speaking and self.second.due(self._audio_t))
+                if not due:
+                    if eof:
+                        return
+                    self._rev.wait(0.1)
+                    continue
+            if not eof and not self._idle():
+                time.sleep(0.05)
+                continue
+            with self._rev:
+                if self._speaking and not self._eof:
+                    continue  # speech started meanwhile: the chain waits
+                job = self.second.take()
+                audio, t0 = self._window_audio(job)
+            if job is None:
+                continue
+            try:
+                res = self.second.decode(job, audio, t0)
+            except Exception as e:
+                res = None
+                self.emit(Error("asr", f"transcript revision failed: {type(e).__name__}: {e}"))
+            with self._rev:
+                rev = self.second.apply(job, res)
+            self._revised(job, rev)
+            self._cpu_mark = None
+
+    def _revised(self, job, rev) -> None:
+        """Account for a second-pass run and emit its :class:`RevisedTranscript` if a text changed."""
+        self.stats.revise_compute_s += job.compute_s
+        self.stats.asr_compute_s += job.compute_s
+        if rev is None:
+            return
+        by_index = {u.index: u for u in self.stats.utterances}
+        for index, text, _ in rev.changed:
+            self.texts[index] = text
+            if index in by_index:
+                by_index[index].revised_text = text
+        self.stats.revisions += 1
+        self.emit(RevisedTranscript(tuple(i for i, _, _ in rev.changed), tuple(t for _, t, _ in rev.changed),
+                                    tuple(w for _, _, ws in rev.changed for w in ws), rev.window[0], rev.window[1],
+                                    rev.language))

@@ -23,6 +23,19 @@ from engine.llm.generate import GenStats, LMSession, TextStreamer, greedy_stream
 from engine.answer.sentences import SentenceSplitter, clean_for_speech
 
 
+def in_language(user_text: str, language: str) -> str:
+    """The user's turn as the LLM sees it: ``user_text``, and, when the user spoke another language than English
+    (``language``: ISO 639-1 code of the transcript, "" = not known), a line asking for the answer in that language
+    (the system prompt asks for English). English text is unchanged, so speculation on partials and the final
+    answer see the same prompt as before."""
+    if not language or language == "en":
+        return user_text
+    from engine.translate.languages import language_name
+
+    name = language_name(language)
+    return f"{user_text}\n(The user spoke {name}: answer in {name}.)"
+
+
 @dataclass
 class AnswerMetrics:
     """Wall-clock marks of one answer (time.monotonic seconds) and counters."""
@@ -264,21 +277,23 @@ class Conversation:
     Feed it transcript events: ``on_partial`` (speculation, latest-only; a newer partial cancels stale work),
     ``on_final`` (answer; runs after any in-flight speculation is cancelled), ``on_speech_start`` (barge-in: stop
     the answer being generated or spoken). Results arrive through the assistant's ``emit`` callback. The CLI and
-    the GUI both drive the assistant through this class.
+    the GUI both drive the assistant through this class. ``language`` (of ``on_partial``/``on_final``: the
+    transcript event's ISO 639-1 code) asks for the answer in the language the user spoke (:func:`in_language`).
+    A revised transcript (``RevisedTranscript``) is not answered again.
     """
 
     def __init__(self, assistant: Assistant, on_metrics: Callable[[int, str, AnswerMetrics], None] | None = None):
         self.a = assistant
         self.on_metrics = on_metrics
         self._cv = threading.Condition()
-        self._partial: tuple[int, str] | None = None
-        self._finals: list[tuple[int, str]] = []
+        self._partial: tuple[int, str, str] | None = None  # (utterance, text, language)
+        self._finals: list[tuple[int, str, str]] = []
         self._cancel = threading.Event()
         self._busy: str = ""
         self._closed = False
         self._heard = False  # the current answer's audio reached the user
         self.pending_text = ""
-        self._current: tuple[int, str] | None = None  # the (utterance, text) being answered
+        self._current: tuple[int, str, str] | None = None  # the (utterance, text, language) being answered
         self._cut: float | None = None  # seconds of the answer's audio a barge-in dropped, applied at its end
         self._thread = threading.Thread(target=self._run, name="answer", daemon=True)
         self._thread.start()
@@ -287,22 +302,22 @@ class Conversation:
     def speculative(self) -> bool:
         return isinstance(self.a, PredGenAssistant)
 
-    def on_partial(self, utterance: int, text: str) -> None:
+    def on_partial(self, utterance: int, text: str, language: str = "") -> None:
         if not self.speculative or not text.strip():
             return
         with self._cv:
-            self._partial = (utterance, (self.pending_text + text).strip())
+            self._partial = (utterance, (self.pending_text + text).strip(), language)
             if self._busy == "speculate":
                 self._cancel.set()
             self._cv.notify()
 
-    def on_final(self, utterance: int, text: str) -> None:
+    def on_final(self, utterance: int, text: str, language: str = "") -> None:
         with self._cv:
             text = (self.pending_text + text).strip()
             self.pending_text = ""
             self._partial = None
             if text:
-                self._finals.append((utterance, text))
+                self._finals.append((utterance, text, language))
             if self._busy == "speculate":
                 self._cancel.set()
             self._cv.notify()
@@ -316,7 +331,7 @@ class Conversation:
         next final transcript (the user was still talking: one turn, answered once, not over them). Returns True
         if an answer was interrupted."""
         with self._cv:
-            held = [t for _, t in self._finals]  # queued, not answered yet: the user speaks again first
+            held = [t for _, t, _ in self._finals]  # queued, not answered yet: the user speaks again first
             self._finals.clear()
             interrupted = self._busy == "answer"
             if interrupted:
@@ -385,7 +400,7 @@ class Conversation:
                 cancel = self._cancel
             try:
                 if self._busy == "answer":
-                    _, m = self.a.answer(job[0], job[1], cancel)
+                    _, m = self.a.answer(job[0], in_language(job[1], job[2]), cancel)
                     with self._cv:
                         cut, self._cut = self._cut, None
                     if cut is not None:
@@ -393,7 +408,7 @@ class Conversation:
                     if self.on_metrics:
                         self.on_metrics(job[0], job[1], m)
                 else:
-                    self.a.speculate(job[0], job[1], cancel)
+                    self.a.speculate(job[0], in_language(job[1], job[2]), cancel)
             except Exception as e:
                 self.a.emit(Error("llm", f"{self._busy} failed: {type(e).__name__}: {e}"))
             finally:

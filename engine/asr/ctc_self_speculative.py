@@ -1,4 +1,5 @@
-"""CTC self-speculative decoding (SSD) of Whisper (ctc_self_speculative_asr.txt, §2, Eq. 2–7).
+"""CTC self-speculative decoding (SSD) of Whisper (§2, Eq. 2–7 of Saon et al., "Self-Speculative Decoding for
+LLM-based ASR with CTC Encoder Drafts", 2026, https://arxiv.org/abs/2603.11243).
 
 One window of audio is encoded once (CTranslate2 int8 encoder, as faster-whisper does); the CTC head on that
 frozen encoder output drafts the transcript (:mod:`engine.asr.ctc_draft`), and the Whisper decoder (torch, as an
@@ -220,7 +221,6 @@ class WhisperSSD:
                  window: WindowPolicy | None = None):
         import ctranslate2
         from faster_whisper import WhisperModel
-        from faster_whisper.tokenizer import Tokenizer
 
         # CTranslate2 runs the encoder (and the live decoder): ask it, so the default AR path never imports torch
         device = device or ("cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu")
@@ -234,9 +234,10 @@ class WhisperSSD:
         self._head_dir = head_dir
         self._head = None
         self.window = window or WindowPolicy()
+        # "auto": each decode identifies its language (language_for); the default tokenizer says English
         self.language = language if self.fw.model.is_multilingual else None
-        self.tok = Tokenizer(self.fw.hf_tokenizer, self.fw.model.is_multilingual, task="transcribe",
-                             language=self.language)
+        self._toks: dict = {}
+        self.tok = self.tokenizer()
 
     @property
     def whisper(self):
@@ -297,36 +298,76 @@ class WhisperSSD:
             t = torch.from_numpy(np.asarray(sv)).float()
         return sv, t
 
-    def prompt(self, previous_text: str = "") -> list[int]:
-        """faster-whisper's prompt: [<|startofprev|>, previous tokens (≤ 223)] + SOT sequence + <|notimestamps|>."""
+    def tokenizer(self, language: str | None = None):
+        """The faster-whisper tokenizer whose SOT sequence names ``language`` (ISO 639-1; default this model's,
+        English for "auto"; an English-only model has none). Built once per language."""
+        from faster_whisper.tokenizer import Tokenizer
+
+        lang = (language or self.language) if self.fw.model.is_multilingual else None
+        lang = "en" if lang == "auto" else lang
+        if lang not in self._toks:
+            self._toks[lang] = Tokenizer(self.fw.hf_tokenizer, self.fw.model.is_multilingual, task="transcribe",
+                                         language=lang)
+        return self._toks[lang]
+
+    def language_for(self, sv, language, audio_s: float) -> tuple[str | None, list[tuple[str, float]] | None]:
+        """The language to decode a window in: ``language`` None = this model's (a multilingual model set to "auto"
+        identifies it on ``sv``, the window's encoder output, and takes the most probable); a code = that one; a
+        callable ``choose(probs, audio_s) -> code`` = identification on ``sv``
+        (:func:`engine.asr.whisper_ct2.detect_language`) and the caller's choice (engine.asr.streaming.SessionLanguage).
+        Returns (code or None for an English-only model, the identified (code, probability) pairs best first, or None
+        when nothing was identified)."""
+        if not self.fw.model.is_multilingual:
+            return None, None
+        if isinstance(language, str):
+            return language, None
+        if language is None and self.language != "auto":
+            return self.language, None
+        from engine.asr.whisper_ct2 import detect_language
+
+        probs = detect_language(self.fw.model, sv)
+        return (probs[0][0] if language is None else language(probs, audio_s)), probs
+
+    @staticmethod
+    def prompt_fits(language, lang: str | None) -> bool:
+        """Whether a decode in ``lang`` may use its text prompt: a ``language`` callable may say which language its
+        caller's prompt text is in (``prompt_language``); prompted with text in one language, Whisper translates
+        speech in another into it, so such a window is decoded without the prompt."""
+        pl = getattr(language, "prompt_language", None)
+        return not pl or lang is None or pl == lang
+
+    def prompt(self, previous_text: str = "", language: str | None = None) -> list[int]:
+        """faster-whisper's prompt: [<|startofprev|>, previous tokens (≤ 223)] + SOT sequence (naming ``language``,
+        default this model's) + <|notimestamps|>."""
+        tok = self.tokenizer(language)
         seq: list[int] = []
         if previous_text.strip():
-            prev = self.tok.encode(" " + previous_text.strip())
-            seq = [self.tok.sot_prev] + prev[-223:]
-        return seq + list(self.tok.sot_sequence) + [self.tok.no_timestamps]
+            prev = tok.encode(" " + previous_text.strip())
+            seq = [tok.sot_prev] + prev[-223:]
+        return seq + list(tok.sot_sequence) + [tok.no_timestamps]
 
-    def words(self, tokens: list[int], sv, n_samples: int) -> list[Word]:
+    def words(self, tokens: list[int], sv, n_samples: int, language: str | None = None) -> list[Word]:
         """Word timestamps (s, relative to the window) by cross-attention DTW (CTranslate2 ``align``, the same
-        path faster-whisper's ``word_timestamps`` uses)."""
+        path faster-whisper's ``word_timestamps`` uses), for tokens decoded in ``language`` (default this model's)."""
         if not tokens:
             return []
         from faster_whisper.transcribe import merge_punctuations
 
-        al = self.fw.find_alignment(self.tok, [tokens], sv, n_samples // 160)[0]
+        al = self.fw.find_alignment(self.tokenizer(language), [tokens], sv, n_samples // 160)[0]
         # as faster-whisper's word_timestamps: punctuation joins its word (no "." word with its own time)
         merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
         return [Word(float(a["start"]), float(a["end"]), a["word"]) for a in al if a["word"]]
 
 
-def transcribe_in_pieces(backend, audio: np.ndarray, prompt: str, max_s: float) -> BackendResult:
+def transcribe_in_pieces(backend, audio: np.ndarray, prompt: str, max_s: float, **kw) -> BackendResult:
     """Decode audio longer than one window with ``backend.transcribe``: cut at the quietest moment before
     ``max_s`` seconds (:func:`engine.asr.window.split_point`), decode the first piece, then the rest (split
-    again if needed) prompted with the text so far. Word times are relative to the start of ``audio``; numeric
-    stats are summed, ``pieces`` counts the windows."""
+    again if needed) prompted with the text so far (``kw``: more arguments of every ``transcribe``). Word times are
+    relative to the start of ``audio``; numeric stats are summed, ``pieces`` counts the windows."""
     cut = split_point(audio, max_s)
-    first = backend.transcribe(audio[:cut], prompt)
+    first = backend.transcribe(audio[:cut], prompt, **kw)
     text = "".join(w.text for w in first.words).strip()
-    rest = backend.transcribe(audio[cut:], (prompt + " " + text).strip()[-400:])
+    rest = backend.transcribe(audio[cut:], (prompt + " " + text).strip()[-400:], **kw)
     off = cut / SAMPLE_RATE
     words = list(first.words) + [Word(w.start + off, w.end + off, w.text) for w in rest.words]
     stats = {k: (v + rest.stats.get(k, 0) if isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -441,11 +482,16 @@ class SSDCT2Backend:
         self._bad_prompt = ""  # a prompt under which a decode collapsed and the decode without it passed
         self.counts = {"ctc": 0, "verified": 0, "fallback": 0, "ar": 0}
 
-    def _words_from(self, res, tokens: list[int]) -> list[Word]:
+    @property
+    def language(self) -> str | None:
+        """``asr.language``: an ISO 639-1 code, "auto" (identified per decode), or None (an English-only model)."""
+        return self.m.language
+
+    def _words_from(self, res, tokens: list[int], language: str | None = None) -> list[Word]:
         """Word timestamps from an ``align`` result (faster-whisper's find_alignment arithmetic)."""
         from faster_whisper.transcribe import merge_punctuations
 
-        tok = self.m.tok
+        tok = self.m.tokenizer(language)
         words, word_tokens = tok.split_to_word_tokens(tokens + [tok.eot])
         if len(word_tokens) <= 1:
             return []
@@ -461,7 +507,8 @@ class SSDCT2Backend:
         merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
         return [Word(a["start"], a["end"], a["word"]) for a in al if a["word"]]
 
-    def transcribe_final(self, audio: np.ndarray, prompt: str = "", draft: str = "") -> BackendResult:
+    def transcribe_final(self, audio: np.ndarray, prompt: str = "", draft: str = "",
+                         language=None) -> BackendResult:
         """:meth:`transcribe` for the decode that gives an utterance's final text (the streaming processor calls it
         at a VAD pause and at the end of speech): plain AR decodes it with beam search of width
         ``final_beam_size`` (``asr.final_beam_size``); SSD decodes it as any other update.
@@ -469,17 +516,21 @@ class SSDCT2Backend:
         ``draft``: text the caller expects (the streaming hypothesis of a whole utterance): verified in one
         decoder pass and accepted by :func:`engine.core.verify.majority_accepted`, then greedy decoding continues from
         the accepted prefix, so the text is exactly greedy decoding's (for every method: the final decode of a
-        whole utterance does not use SSD's relaxed τ_SLM); ignored under beam search."""
+        whole utterance does not use SSD's relaxed τ_SLM); ignored under beam search. ``language``: as in
+        :meth:`transcribe`."""
         beam = self.final_beam_size if not self.speculate and self.final_beam_size > 1 else None
         if draft.strip() and beam is None:
-            return self.transcribe(audio, prompt, draft=draft)
-        return self.transcribe(audio, prompt, beam_size=beam)
+            return self.transcribe(audio, prompt, draft=draft, language=language)
+        return self.transcribe(audio, prompt, beam_size=beam, language=language)
 
     def transcribe(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None,
-                   draft: str | None = None) -> BackendResult:
+                   draft: str | None = None, language=None) -> BackendResult:
         """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt`` (``beam_size``: this decode's
         beam width for plain AR, default ``self.beam_size``; ``draft``: see :meth:`transcribe_final`, no CTC
-        draft then).
+        draft then; ``language``: None = the model's ``asr.language``, an ISO 639-1 code, or a callable
+        ``choose(probs, audio_s) -> code`` that picks it from the language identified on this window's encoder
+        output (:meth:`WhisperSSD.language_for`); every re-decode of the window keeps the language picked, and a
+        window not in English is never drafted by the CTC head, which was trained on English).
 
         The encoder sees the audio in a window of ``self.window`` (length-scaled by default); the decode passes
         :attr:`guard` or is redone greedily on the padded 30 s window, and, when the best decode so far collapsed
@@ -493,19 +544,25 @@ class SSDCT2Backend:
             words (seconds from the start of ``audio``), segment ends, and ``stats`` (``encode_s``, ``decode_s``,
             ``ctc_s``, ``align_s``, ``stage``, ``accepted``, ``draft_tokens``, ``n_forward``, ``window_s``,
             ``guard`` (the failed check or ""), ``fallback`` (re-decodes), ``prompt_reset`` (re-decodes without the
-            prompt), ``doubtful`` (the kept decode still fails a guard or the log-prob floor), ``pieces``).
+            prompt), ``doubtful`` (the kept decode still fails a guard or the log-prob floor), ``pieces``,
+            ``language`` (the code decoded in, None for an English-only model) and, when it was identified,
+            ``language_probs`` (the three most probable (code, probability) pairs)).
         """
         audio = np.asarray(audio, np.float32)
         if len(audio) > self.window.max_audio_s * SAMPLE_RATE:
-            return self._transcribe_long(audio, prompt)
+            return self._transcribe_long(audio, prompt, language)
         n = len(audio)
         audio_s = n / SAMPLE_RATE
         if prompt and prompt == self._bad_prompt:
             prompt = ""  # the buffer's earlier decodes collapsed under this prompt: it is not tried again
         if draft is not None:
-            r = self._decode_window(audio, prompt, self.window.n_frames(n), False, draft_text=draft)
+            r = self._decode_window(audio, prompt, self.window.n_frames(n), False, draft_text=draft, language=language)
         else:
-            r = self._decode_window(audio, prompt, self.window.n_frames(n), self.speculate, beam_size)
+            r = self._decode_window(audio, prompt, self.window.n_frames(n), self.speculate, beam_size,
+                                    language=language)
+        lang = r.stats.get("language")
+        if not self.m.prompt_fits(language, lang):
+            prompt = ""  # nor for its re-decodes
         stats = dict(r.stats)
         verdict = self.guard.check(r.tokens, r.text, audio_s, r.avg_logprob, r.no_speech_prob)
         stats["guard"] = verdict.reason
@@ -523,7 +580,7 @@ class SSDCT2Backend:
         for p_retry, reset in retries:
             if reset and not collapsed(verdict, r):
                 break  # no collapse (babble, music, a loop): the prompt is not to blame
-            r2 = self._decode_window(audio, p_retry, 3000, False)
+            r2 = self._decode_window(audio, p_retry, 3000, False, language=lang)
             stats["fallback"] += 1
             stats["prompt_reset"] = stats.get("prompt_reset", 0) + reset
             for k in ("encode_s", "decode_s", "align_s", "n_forward"):
@@ -543,7 +600,7 @@ class SSDCT2Backend:
             r = _WindowDecode(toks, self.m.tok.decode(toks).strip(), None, r.sv, r.stats, r.avg_logprob,
                               r.no_speech_prob)
         t3 = time.perf_counter()
-        words = r.words if r.words is not None else self.m.words(r.tokens, r.sv, n)
+        words = r.words if r.words is not None else self.m.words(r.tokens, r.sv, n, lang)
         stats["align_s"] = round(stats.get("align_s", 0.0) + time.perf_counter() - t3, 4)
         stats["tokens"] = len(r.tokens)
         stats["pieces"] = 1
@@ -564,33 +621,43 @@ class SSDCT2Backend:
             i = k if k is not None else sum(1 for w in words if w.end <= a + 1e-6)
             before = (prompt + "".join(w.text for w in words[:i])).strip()[-400:]
             lo, hi = int(a * SAMPLE_RATE), int(b * SAMPLE_RATE)
-            r = self._decode_window(audio[lo:hi], before, self.window.n_frames(hi - lo), False)
+            r = self._decode_window(audio[lo:hi], before, self.window.n_frames(hi - lo), False,
+                                    language=stats.get("language"))
             stats["decode_s"] = round(stats["decode_s"] + r.stats["decode_s"], 4)
             stats["encode_s"] = round(stats["encode_s"] + r.stats["encode_s"], 4)
             stats["gaps_redecoded"] += 1
             if not r.tokens or not self.guard.check(r.tokens, r.text, (hi - lo) / SAMPLE_RATE, r.avg_logprob,
                                                     r.no_speech_prob).ok:
                 continue
-            new = [Word(w.start + a, w.end + a, w.text) for w in self.m.words(r.tokens, r.sv, hi - lo)]
+            new = [Word(w.start + a, w.end + a, w.text)
+                   for w in self.m.words(r.tokens, r.sv, hi - lo, stats.get("language"))]
             words = words[:i] + new + words[i + (k is not None):]  # a stretched word is replaced
         return words
 
-    def _transcribe_long(self, audio: np.ndarray, prompt: str) -> BackendResult:
+    def _transcribe_long(self, audio: np.ndarray, prompt: str, language=None) -> BackendResult:
         self._prev = None  # the pieces start differently from the growing buffer
-        res = transcribe_in_pieces(self, audio, prompt, self.window.max_audio_s)
+        res = transcribe_in_pieces(self, audio, prompt, self.window.max_audio_s, language=language)
         self._prev = None  # ... and so does the next update's buffer from the last piece
         return res
 
     def _decode_window(self, audio: np.ndarray, prompt: str, n_frames: int, speculate: bool,
-                       beam_size: int | None = None, draft_text: str | None = None) -> "_WindowDecode":
+                       beam_size: int | None = None, draft_text: str | None = None,
+                       language=None) -> "_WindowDecode":
         """One encoder window and one decode (SSD Eq. 3/5/6, or AR when ``speculate`` is False: beam search of
         width ``beam_size``, default ``self.beam_size``). ``draft_text`` (with ``speculate`` False): a caller's
-        draft, verified exactly (:func:`engine.core.verify.majority_accepted`) before greedy decoding continues."""
+        draft, verified exactly (:func:`engine.core.verify.majority_accepted`) before greedy decoding continues.
+        ``language``: see :meth:`transcribe`."""
         exact = draft_text is not None and not speculate
         n = len(audio)
         t0 = time.perf_counter()
         sv = self.m.fw.encode(log_mel(self.m.fw.feature_extractor, audio, n_frames))
         t_enc = time.perf_counter() - t0
+        t_lid = time.perf_counter()
+        lang, lang_probs = self.m.language_for(sv, language, n / SAMPLE_RATE)
+        t_lid = time.perf_counter() - t_lid
+        speculate = speculate and lang in (None, "en")  # the CTC head drafts English
+        if not self.m.prompt_fits(language, lang):
+            prompt = ""
         t1 = time.perf_counter()
         if speculate:
             import torch  # the CTC head is a torch module; plain AR stays on CTranslate2 alone
@@ -605,8 +672,8 @@ class SSDCT2Backend:
         if speculate and self.use_previous and self._prev and self._prev[0] == key and self._prev[1] <= n:
             prev = self._prev[2]
         t2 = time.perf_counter()
-        tok = self.m.tok
-        p = self.m.prompt(prompt)
+        tok = self.m.tokenizer(lang)
+        p = self.m.prompt(prompt, lang)
         cap = self.guard.token_cap(n / SAMPLE_RATE)
         n_forward = 0
         words = None
@@ -649,7 +716,7 @@ class SSDCT2Backend:
             acc = j
             stage = "ar" if not draft else ("verified" if j == len(draft) else "fallback")
             if res is not None and not cont and j == len(draft):
-                words = self._words_from(res, toks)
+                words = self._words_from(res, toks, lang)
             n_gen = len(cont) + 1
             avg_lp = (lp_prefix + float(g.scores[0]) * n_gen) / (j + n_gen)
             no_speech = float(g.no_speech_prob)
@@ -659,7 +726,9 @@ class SSDCT2Backend:
                  "encode_s": round(t_enc, 4), "decode_s": round(decode_s, 4), "ctc_s": round(ctc_s, 4),
                  "align_s": 0.0, "max_entropy": round(d.max_entropy, 3), "window_s": n_frames / 100,
                  "avg_logprob": None if avg_lp is None else round(avg_lp, 3),
-                 "no_speech_prob": None if no_speech is None else round(no_speech, 3)}
+                 "no_speech_prob": None if no_speech is None else round(no_speech, 3), "language": lang}
+        if lang_probs is not None:
+            stats.update(language_probs=[(c, round(q, 3)) for c, q in lang_probs[:3]], lid_s=round(t_lid, 4))
         return _WindowDecode(toks, tok.decode(toks).strip(), words, sv, stats, avg_lp, no_speech)
 
 

@@ -1,4 +1,6 @@
-"""SpecASR: speculative Whisper decoding specialised for ASR (specasr.txt, §IV), greedy and lossless.
+"""SpecASR: speculative Whisper decoding specialised for ASR (§IV of Wei et al., "SpecASR: Accelerating LLM-based
+Automatic Speech Recognition via Speculative Decoding", DAC 2025, https://arxiv.org/abs/2507.18181), greedy and
+lossless.
 
 Whisper tiny.en (draft) proposes, Whisper base (target) verifies with greedy acceptance
 (:func:`engine.core.verify.greedy_tree`) — every emitted token is the target's argmax, so the output equals the
@@ -407,35 +409,55 @@ class SpecASRBackend:
         self.guard = guard or DecodeGuard()
         # a decode that fails a guard is redone greedily on the padded 30 s window (as the SSD/AR backend does)
         self._padded = SSDCT2Backend(target, speculate=False, window=WindowPolicy("padded"), guard=self.guard)
+        # a window in another language than English is decoded by the target alone (the draft is English-only)
+        self._target_only = SSDCT2Backend(target, speculate=False, window=target.window, guard=self.guard)
 
-    def transcribe(self, audio: np.ndarray, prompt: str = ""):
+    @property
+    def language(self):
+        return self.target.language
+
+    def transcribe(self, audio: np.ndarray, prompt: str = "", language=None):
         """Decode ``audio`` (float32 16 kHz, any length; longer than one window: in pieces) after ``prompt``:
         the target's encoder window (length-scaled by default), SpecASR with the guard's token cap, and the
-        padded-window fallback when a guard fails."""
+        padded-window fallback when a guard fails. ``language``: as in
+        :meth:`engine.asr.ctc_self_speculative.SSDCT2Backend.transcribe`; a window in another language than
+        English is decoded by the target alone (plain greedy AR: the draft model is English-only)."""
         from engine.asr.ctc_self_speculative import segment_ends, transcribe_in_pieces
         from engine.asr.streaming import BackendResult
 
         audio = np.asarray(audio, np.float32)
         if len(audio) > self.target.window.max_audio_s * 16000:
-            return transcribe_in_pieces(self, audio, prompt, self.target.window.max_audio_s)
+            return transcribe_in_pieces(self, audio, prompt, self.target.window.max_audio_s, language=language)
         audio_s = len(audio) / 16000
         t0 = time.perf_counter()
         sv, enc = self.target.encode(audio)
         t_enc = time.perf_counter() - t0
-        r = self.spec.decode(audio, enc, self.target.prompt(prompt), self.method,
+        lang, probs = self.target.language_for(sv, language, audio_s)
+        if lang not in (None, "en"):
+            res = self._target_only.transcribe(audio, prompt if self.target.prompt_fits(language, lang) else "",
+                                               language=lang)
+            res.stats.update(encode_s=round(res.stats.get("encode_s", 0.0) + t_enc, 4), target_only=True)
+            if probs is not None:
+                res.stats["language_probs"] = [(c, round(q, 3)) for c, q in probs[:3]]
+            return res
+        if not self.target.prompt_fits(language, lang):
+            prompt = ""
+        r = self.spec.decode(audio, enc, self.target.prompt(prompt, lang), self.method,
                              draft_prompt=self.draft.prompt(prompt), max_new=self.guard.token_cap(audio_s))
         verdict = self.guard.check(r["tokens"], r["text"], audio_s)
         stats = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k not in ("tokens", "text")}
         stats.update(tokens=len(r["tokens"]), encode_s=round(t_enc, 4), guard=verdict.reason, fallback=0,
-                     window_s=self.target.window.n_frames(len(audio)) / 100)
+                     window_s=self.target.window.n_frames(len(audio)) / 100, language=lang)
+        if probs is not None:
+            stats["language_probs"] = [(c, round(q, 3)) for c, q in probs[:3]]
         if not verdict.ok and self.target.window.mode == "scaled":
-            fb = self._padded.transcribe(audio, prompt)
+            fb = self._padded.transcribe(audio, prompt, language=lang)
             stats.update(fallback=1, guard_after_fallback=fb.stats.get("guard", ""),
                          encode_s=round(t_enc + fb.stats["encode_s"], 4),
                          decode_s=round(stats.get("decode_s", 0.0) + fb.stats["decode_s"], 4))
             return BackendResult(fb.words, fb.segment_ends, stats)
         toks = r["tokens"] if verdict.ok else self.guard.cut(r["tokens"], audio_s)
         t1 = time.perf_counter()
-        words = self.target.words(toks, sv, len(audio))
+        words = self.target.words(toks, sv, len(audio), lang)
         stats.update(align_s=round(time.perf_counter() - t1, 4))
         return BackendResult(words, segment_ends(words), stats)

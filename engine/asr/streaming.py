@@ -23,6 +23,12 @@ two words (:meth:`OnlineASRProcessor.run_on_cut`).
 
 The backend is behind :class:`ASRBackend` (``transcribe(audio, prompt) -> (words, segment_ends)``), so a
 speculative decoder replaces plain AR decoding without touching the policy.
+
+Two things reach past one utterance. :class:`SessionLanguage` (``asr.language = "auto"``) picks the language each
+decode is made in from Whisper's language identification on that decode's encoder output, with hysteresis across
+the session. :class:`SecondPass` re-decodes finished utterances together once a pause completes them (the VAD cut
+them apart, and each final was decoded without its neighbours' audio) and revises their text
+(``RevisedTranscript``); the live partials and finals are not delayed by it.
 """
 
 from __future__ import annotations
@@ -86,7 +92,8 @@ class FasterWhisperBackend:
         self.device = device
         self.model = WhisperModel(str(model_path), device=device, compute_type=compute_type, cpu_threads=cpu_threads)
         repair_model_tokenizer(self.model, model_path)  # prompts are encoded with it
-        self.language = language if self.model.model.is_multilingual else None
+        # "auto": faster-whisper identifies the language itself (on the first 30 s window of each call)
+        self.language = language if self.model.model.is_multilingual and language != "auto" else None
         self.beam_size = beam_size
 
     def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
@@ -153,10 +160,68 @@ class HypothesisBuffer:
         return list(self.buffer)
 
 
-@functools.lru_cache(maxsize=32)
-def _takes_draft(fn) -> bool:
-    """Whether a backend's ``transcribe_final`` takes ``draft`` (read once per bound method, not per decode)."""
-    return "draft" in inspect.signature(fn).parameters
+@functools.lru_cache(maxsize=64)
+def _takes(fn, name: str) -> bool:
+    """Whether a backend method takes the argument ``name`` (``draft``, ``language``; read once per bound method,
+    not per decode)."""
+    return name in inspect.signature(fn).parameters
+
+
+class SessionLanguage:
+    """The language a session speaks, for ``asr.language = "auto"``: Whisper's language identification on the
+    encoder output of each decode, with hysteresis, so a short "okay" or a word Whisper is unsure of does not flip
+    the language everything is decoded in.
+
+    Rule for each decode of an utterance (``current``: the utterance's language so far, at first the session's):
+
+    * the session has no language yet (its first words): the most probable language;
+    * the most probable language is ``current``: ``current``;
+    * another language, with probability ≥ ``switch_p`` (or ≥ 0.5 while ``current`` has < 0.05: the speech is
+      surely not in it) on a window of at least ``switch_min_s`` seconds of audio: that language (the utterance
+      switches);
+    * otherwise ``current``.
+
+    At the end of an utterance (:meth:`end_utterance`) the session takes the utterance's language; and a language
+    that was the most probable (p ≥ ``agree_p``) at the end of two consecutive utterances without passing the
+    switch rule becomes the session's too ("two utterances agree"). Used from the ASR thread only.
+
+    Args:
+        switch_p: probability a language needs to switch an utterance away from the session's (0–1).
+        switch_min_s: shortest audio (seconds) whose identification may switch it.
+        agree_p: probability with which two consecutive utterances must name the same other language (0–1).
+        language: the session's language at the start (ISO 639-1), or None to take the first utterance's.
+    """
+
+    def __init__(self, switch_p: float = 0.8, switch_min_s: float = 1.5, agree_p: float = 0.6,
+                 language: str | None = None):
+        self.switch_p, self.switch_min_s, self.agree_p = float(switch_p), float(switch_min_s), float(agree_p)
+        self.language = language
+        self._candidate: str | None = None  # the other language the previous utterance leaned to
+
+    def choose(self, probs: Sequence[tuple[str, float]], audio_s: float, current: str | None = None) -> str:
+        """The language to decode a window of ``audio_s`` seconds in, given the identified ``probs`` ((code,
+        probability) pairs, most probable first) and the utterance's ``current`` language (default the session's)."""
+        current = current or self.language
+        top, p = probs[0]
+        if current is None or top == current:
+            return top
+        if audio_s >= self.switch_min_s and (p >= self.switch_p
+                                             or (p >= 0.5 and dict(probs).get(current, 0.0) < 0.05)):
+            return top
+        return current
+
+    def end_utterance(self, language: str | None, probs: Sequence[tuple[str, float]] | None = None) -> None:
+        """An utterance was decoded in ``language`` (its final decode), whose latest identification gave ``probs``."""
+        if language:
+            self.language = language
+        top = probs[0] if probs else None
+        if top is not None and top[0] != self.language and top[1] >= self.agree_p:
+            if self._candidate == top[0]:
+                self.language, self._candidate = top[0], None
+            else:
+                self._candidate = top[0]
+        else:
+            self._candidate = None
 
 
 def _mid(w: Word) -> float:
@@ -170,6 +235,20 @@ def _norm(w: str) -> str:
 
 def join_words(words: Sequence[Word]) -> str:
     return "".join(w.text for w in words).strip()
+
+
+class _LanguageChoice:
+    """The ``language`` a processor passes its backend under ``asr.language = "auto"``: picks each window's language
+    by the session's hysteresis (:meth:`SessionLanguage.choose`, from the utterance's language so far), and says
+    which language the processor's prompt text is in (``prompt_language``: the session's before this utterance),
+    so a window in another language is decoded without it."""
+
+    def __init__(self, proc: "OnlineASRProcessor"):
+        self.proc = proc
+        self.prompt_language = proc.session_language.language if proc.session_language is not None else None
+
+    def __call__(self, probs: Sequence[tuple[str, float]], audio_s: float) -> str:
+        return self.proc.session_language.choose(probs, audio_s, self.proc.language or None)
 
 
 @dataclass
@@ -200,7 +279,7 @@ class OnlineASRProcessor:
     def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
                  context_words: Sequence[Word] = (), committed_until: float | None = None,
                  final_full: bool = True, final_piece_s: float = 0.0, trim_latest: bool = True,
-                 trim_overlap_s: float = 0.0):
+                 trim_overlap_s: float = 0.0, session_language: SessionLanguage | None = None):
         """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
         buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
         never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
@@ -212,8 +291,17 @@ class OnlineASRProcessor:
         ``trim_overlap_s``: after a trim the buffer keeps up to this much audio before the cut (from a word start):
         the next decodes hear the words before their first new word (as an offline decode does inside its window),
         and those words stay final as they left (they are dropped from the new decodes by time and n-gram, as
-        words of an earlier utterance are)."""
+        words of an earlier utterance are). ``session_language``: ``asr.language = "auto"`` — each decode identifies
+        its language and decodes in the one the session's hysteresis picks (:class:`SessionLanguage`; a backend
+        whose ``transcribe`` takes no ``language`` decodes in its own)."""
         self.backend = backend
+        self.session_language = session_language
+        fixed = getattr(backend, "language", None)
+        # the language of this utterance's latest decode (ISO 639-1; "" while unknown)
+        self.language: str = (session_language.language if session_language is not None else
+                              fixed if isinstance(fixed, str) and fixed != "auto" else None) or ""
+        self.language_probs: list | None = None  # the latest identification: (code, probability) pairs
+        self._choose_language = _LanguageChoice(self)
         self.final_full = final_full
         self.trim_latest = trim_latest
         self.left_words: list[Word] = []  # the final words of the audio that left the buffer at trims
@@ -308,14 +396,21 @@ class OnlineASRProcessor:
         """One backend decode of ``audio`` after ``prompt`` (default :meth:`prompt`). ``final``: this decode may give
         the utterance's final text (at a VAD pause or the end of speech): a backend with ``transcribe_final`` (e.g.
         beam search for the final text, ``asr.final_beam_size``) decodes it with that, given ``draft`` if it takes
-        one."""
+        one. With a :class:`SessionLanguage` the backend identifies the window's language and decodes in the one
+        :meth:`SessionLanguage.choose` picks (:attr:`language`)."""
         prompt = self.prompt() if prompt is None else prompt
-        fn = getattr(self.backend, "transcribe_final", None) if final else None
-        if fn is None:
-            return self.backend.transcribe(audio, prompt)
-        if draft.strip() and _takes_draft(fn):
-            return fn(audio, prompt, draft=draft)
-        return fn(audio, prompt)
+        final_fn = getattr(self.backend, "transcribe_final", None) if final else None
+        fn = final_fn or self.backend.transcribe
+        kw = {}
+        if final_fn is not None and draft.strip() and _takes(final_fn, "draft"):
+            kw["draft"] = draft
+        if self.session_language is not None and _takes(fn, "language"):
+            kw["language"] = self._choose_language
+        res = fn(audio, prompt, **kw)
+        if res.stats.get("language"):
+            self.language = res.stats["language"]
+            self.language_probs = res.stats.get("language_probs") or self.language_probs
+        return res
 
     # -- decodes of the whole utterance (final_full) --------------------------------------------------------------
     def _hypothesis_words(self) -> list[Word]:
@@ -531,6 +626,12 @@ class OnlineASRProcessor:
                 and bool(self.updates[-1].stats.get("doubtful")))
 
     @property
+    def decoded_whole(self) -> bool:
+        """The final text is one decode of all the utterance's audio: no trim of its buffer left words behind (or,
+        with ``final_piece_s``, the final decode was of the whole utterance) and no piece was finished early."""
+        return self.pieces == 0 and (self._whole_on or self.left_until <= self._t_start + 1e-6)
+
+    @property
     def hypothesis(self) -> str:
         """The text the final transcript would have if speech ended now: the words that left the buffer
         (:meth:`_trim_at`) plus the latest decode of the whole buffer (the rule of the final text, ``final_full``).
@@ -564,3 +665,320 @@ class OnlineASRProcessor:
     @property
     def text(self) -> str:
         return join_words(self.committed)
+
+
+def _key(text: str) -> str:
+    """A word for matching two decodes: lower case, letters and digits only."""
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def assign_words(old: Sequence[Sequence[Word]], new: Sequence[Word], bounds: Sequence[float]) -> list[int]:
+    """Which utterance each word of a decode of several utterances belongs to.
+
+    A new word that matches an old word (the same word in a matching block of at least two words of the two word
+    sequences, difflib) belongs to that word's utterance: where the words around a boundary did not change, the
+    boundary stays where the utterances' finals put it (word times are least reliable there, at the edge of a
+    pause). Any other
+    word goes by its time: the utterance ``k`` with ``bounds[k-1] ≤ middle < bounds[k]`` (``bounds``: audio times
+    between consecutive utterances, seconds), kept between the utterances of the matched words around it.
+
+    Args:
+        old: each utterance's current words, in order.
+        new: the decode's words (audio times, seconds).
+
+    Returns:
+        utterance positions (indices into ``old``), one per new word, non-decreasing.
+    """
+    import difflib
+
+    labels = [k for k, ws in enumerate(old) for _ in ws]
+    a = [_key(w.text) for ws in old for w in ws]
+    b = [_key(w.text) for w in new]
+    matched: list[int | None] = [None] * len(new)
+    for blk in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
+        if blk.size < 2:  # one common word ("you", "the") anchors nothing
+            continue
+        for i in range(blk.size):
+            matched[blk.b + i] = labels[blk.a + i]
+    out: list[int] = []
+    for j, w in enumerate(new):
+        k = matched[j]
+        if k is None:
+            k = sum(1 for x in bounds if _mid(w) >= x)
+            nxt = next((m for m in matched[j + 1:] if m is not None), None)
+            if nxt is not None:
+                k = min(k, nxt)
+        out.append(max(k, out[-1]) if out else k)
+    return out
+
+
+@dataclass
+class SpokenUtterance:
+    """A finished utterance the second pass may revise: ``index``; its speech's audio span ``t_start``–``t_end``
+    (seconds, the VAD's); its current ``words`` (audio times; the final's, or a revision's); ``language`` ("" when
+    not known)."""
+
+    index: int
+    t_start: float
+    t_end: float
+    words: list[Word]
+    language: str = ""
+
+    @property
+    def text(self) -> str:
+        return join_words(self.words)
+
+
+@dataclass(frozen=True)
+class Revision:
+    """What one second-pass decode changed: ``changed`` — (index, new text, new words) of each utterance whose
+    text changed, in order; ``window`` — the audio span decoded (seconds); ``language`` of the decode ("" when not
+    known); ``compute_s`` — its wall time (seconds); ``stats`` — the backend's."""
+
+    changed: tuple[tuple[int, str, tuple[Word, ...]], ...]
+    window: tuple[float, float]
+    language: str
+    compute_s: float
+    stats: dict
+
+
+class SecondPass:
+    """Finished utterances re-decoded together, with each other's audio, as an offline decode would hear them.
+
+    The VAD's pauses cut speech into utterances, and each utterance's final text is decoded without the audio
+    around it: a sentence cut by a hesitation pause comes out as two worse halves. The second pass gathers a
+    *chain* of consecutive utterances (each starting at most ``gap_s`` seconds after the previous one ended, in one
+    language, spanning at most ``max_s`` seconds) and decodes its audio in ONE window once the chain is complete
+    (:meth:`run`: ``transcribe_final`` with the current text as the draft; greedy, guards and re-decodes as any
+    final), prompted with the settled text before it. The decode's words go back to the utterances
+    (:func:`assign_words`); utterances whose text changed are returned (:class:`Revision`).
+
+    A chain is complete (:meth:`due`) when ``gap_s`` seconds of silence followed it (the next utterance could not
+    join it), when the next utterance would make it longer than ``max_s`` (the next chain then gets up to ``left_s``
+    seconds of its last utterance's audio, from a word start, as acoustic context only: its words there are the
+    anchor, never revised, and the prompt ends before them), or at the end of the stream. One complete chain waits
+    for its run (the caller runs it when the CPU is idle); if another completes first, the older is settled as it
+    is. A chain is worth a run when it holds two utterances or more, has acoustic context, or holds one whose final
+    text was not one decode of all of it (``whole=False``: a long utterance whose buffer was trimmed); an utterance
+    longer than one window alone is decoded in pieces (the backend cuts them at the quietest moment). A decode that
+    is doubtful (fails the guards) or loses more than a quarter of the words revises nothing.
+
+    Each utterance is decoded about once more (a chain's audio once), in windows long enough to amortise the
+    encoder's shortest window.
+
+    Args:
+        backend: an :class:`ASRBackend` (its ``transcribe_final`` if it has one).
+        max_s: longest chain, seconds of audio (≤ 28: one encoder window).
+        gap_s: longest pause between two utterances of one chain, seconds.
+        pad_s: audio before the chain's first utterance and after its last one, seconds.
+        left_s: acoustic context from the previous chain when the length limit cut it, seconds.
+        context: text before the first utterance (the first prompt).
+    """
+
+    def __init__(self, backend: ASRBackend, max_s: float = 24.0, gap_s: float = 2.0, pad_s: float = 0.3,
+                 left_s: float = 4.0, context: str = ""):
+        self.backend = backend
+        self.max_s = min(float(max_s), 28.0)
+        self.gap_s = float(gap_s)
+        self.pad_s = float(pad_s)
+        self.left_s = float(left_s)
+        self.chain: list[SpokenUtterance] = []  # the open chain (it may grow)
+        self._whole = True  # every utterance of the open chain was decoded whole
+        self._left: SpokenUtterance | None = None  # the open chain's acoustic context (the cut chain's last)
+        # a complete chain waiting for its run: (utterances, acoustic context)
+        self.ready: tuple[list[SpokenUtterance], SpokenUtterance | None] | None = None
+        self._settled: dict[int, str] = {}  # the settled utterances' text by index (a run may settle late)
+        self._context0 = context
+        self.context_language = ""  # the language of the latest settled text ("" when not known)
+        self.runs = 0
+        self.revised = 0  # utterances whose text a run changed
+        self.dropped = 0  # complete chains settled without a run (another completed before the CPU was idle)
+        self.last_compute_s = 0.0  # wall time of the latest run's decode, seconds
+
+    def add(self, u: SpokenUtterance, whole: bool = True) -> None:
+        """A new final transcript. ``whole``: its text was one decode of all its audio."""
+        c = self.chain
+        if c:
+            other_language = bool(u.language) and bool(c[-1].language) and u.language != c[-1].language
+            if u.t_start - c[-1].t_end > self.gap_s or other_language:
+                self._close()
+            elif u.t_end - c[0].t_start + 2 * self.pad_s > self.max_s:
+                last = c[-1]
+                self._close()
+                self._left = last  # its words are updated by the run of its chain
+        if not u.words and not self.chain:  # nothing said (a cough, music): no chain starts at it
+            self._left = None
+            return
+        self.chain.append(u)
+        self._whole = self._whole and whole
+
+    def _worth(self) -> bool:
+        return len(self.chain) >= 2 or self._left is not None or (bool(self.chain) and not self._whole)
+
+    def _close(self) -> None:
+        """The open chain is complete: it waits for its run (or is settled when no run would change it)."""
+        if self._worth():
+            if self.ready is not None:
+                self._settle(self.ready[0])
+                self.dropped += 1
+            self.ready = (self.chain, self._left)
+        else:
+            self._settle(self.chain)
+        self.chain, self._whole, self._left = [], True, None
+
+    def _settle(self, us: Sequence[SpokenUtterance]) -> None:
+        for u in us:
+            self._settled[u.index] = u.text
+            if u.text:
+                self.context_language = u.language or self.context_language
+        while len(self._settled) > 64:  # the prompt needs the last 200 characters only
+            del self._settled[min(self._settled)]
+
+    @property
+    def context(self) -> str:
+        """The settled text (the next run's prompt), in the order it was spoken; last 400 characters."""
+        return " ".join([self._context0] + [self._settled[i] for i in sorted(self._settled)]).strip()[-400:]
+
+    def due(self, now: float | None = None) -> bool:
+        """Whether a run would decode something no decode has heard together yet: a complete chain waits, or the
+        open one is complete at the audio time ``now`` (seconds; None = the end of the stream)."""
+        if self.ready is not None:
+            return True
+        if not self.chain:
+            return False
+        if now is None or now - self.chain[-1].t_end >= self.gap_s:
+            self._close()
+            return self.ready is not None
+        return False
+
+    def closes(self, u: SpokenUtterance) -> bool:
+        """Whether adding ``u`` would complete the open chain (its pause or length)."""
+        c = self.chain
+        return bool(c) and (u.t_start - c[-1].t_end > self.gap_s
+                            or u.t_end - c[0].t_start + 2 * self.pad_s > self.max_s)
+
+    @property
+    def earliest(self) -> float | None:
+        """The earliest audio time (seconds) a run may still decode (None: none pending): the caller keeps the
+        audio from there on."""
+        ts = []
+        if self.ready is not None:
+            ts.append(self.window[0])
+        if self.chain:
+            ts.append((self._left or self.chain[0]).t_start - self.pad_s)
+        return min(ts) if ts else None
+
+    @staticmethod
+    def _left_words(left: SpokenUtterance | None, left_s: float) -> list[Word]:
+        """The words of ``left`` a run hears as acoustic context (those starting within ``left_s`` of its end)."""
+        return [] if left is None else [w for w in left.words if w.start >= left.t_end - left_s]
+
+    @property
+    def window(self) -> tuple[float, float] | None:
+        """The audio span (seconds) the next run decodes; None when no chain is complete."""
+        if self.ready is None:
+            return None
+        chain, left = self.ready
+        lw = self._left_words(left, self.left_s)
+        start = max(lw[0].start - 0.05, left.t_start) if lw else chain[0].t_start - self.pad_s
+        return max(0.0, start), chain[-1].t_end + self.pad_s
+
+    def run(self, audio: np.ndarray, t0: float, language=None) -> Revision | None:
+        """Decode the complete chain: ``audio`` float32 16 kHz from the audio time ``t0`` (seconds), covering
+        :attr:`window` (what it lacks at either end is not decoded). ``language``: passed to the backend (a code,
+        or a callable that picks it; None: the chain's language when every utterance has one, else the backend's).
+        Returns the utterances whose text changed (None: no chain complete, nothing changed, or a rejected
+        decode). The chain's words are updated and it is settled. The same as :meth:`take`, :meth:`decode` and
+        :meth:`apply` in a row (a caller on another thread holds its lock for the first and the last only)."""
+        job = self.take(language)
+        if job is None:
+            return None
+        return self.apply(job, self.decode(job, audio, t0))
+
+    def take(self, language=None) -> "_PassJob | None":
+        """The complete chain's decode to run (None: none is complete); it is no longer :attr:`ready`."""
+        win = self.window
+        if win is None:
+            return None
+        chain, left_u = self.ready
+        self.ready = None
+        left = self._left_words(left_u, self.left_s)
+        prompt = self.context
+        ctx_text = join_words(left)
+        if ctx_text and prompt.endswith(ctx_text):  # the prompt is the text before the window's audio
+            prompt = prompt[: -len(ctx_text)].rstrip()
+        langs = {u.language for u in chain}
+        if language is None and len(langs) == 1 and "" not in langs:
+            language = next(iter(langs))
+        if isinstance(language, str) and self.context_language and language != self.context_language:
+            prompt = ""  # prompted with text in one language, Whisper translates speech in another into it
+        return _PassJob(chain, left, win, prompt[-200:], join_words(left + [w for u in chain for w in u.words]),
+                        language)
+
+    def decode(self, job: "_PassJob", audio: np.ndarray, t0: float) -> BackendResult | None:
+        """The backend's decode of ``job``'s window from ``audio`` (float32 16 kHz starting at the audio time ``t0``,
+        seconds); None when that audio lacks most of it. Touches no state but the counters."""
+        a, b = max(job.window[0], t0), min(job.window[1], t0 + len(audio) / SAMPLE_RATE)
+        job.window = (a, b)
+        seg = np.asarray(audio[int(round((a - t0) * SAMPLE_RATE)): int(round((b - t0) * SAMPLE_RATE))], np.float32)
+        self.last_compute_s = 0.0
+        if len(seg) < SAMPLE_RATE * 0.3:
+            return None
+        fn = getattr(self.backend, "transcribe_final", None)
+        kw = {}
+        if fn is not None and job.draft and _takes(fn, "draft"):
+            kw["draft"] = job.draft
+        fn = fn or self.backend.transcribe
+        if job.language is not None and _takes(fn, "language"):
+            kw["language"] = job.language
+        t_start = time.perf_counter()
+        res = fn(seg, job.prompt, **kw)
+        job.compute_s = self.last_compute_s = time.perf_counter() - t_start
+        self.runs += 1
+        return res
+
+    def apply(self, job: "_PassJob", res: BackendResult | None) -> Revision | None:
+        """Give ``job``'s chain the words of its decode ``res`` and settle it. Returns what changed (None: nothing,
+        or the decode was rejected: missing, doubtful, or more than a quarter of the words lost)."""
+        chain, left, language = job.chain, job.left, job.language
+        if res is None:
+            self._settle(chain)
+            return None
+        a = job.window[0]
+        lang = res.stats.get("language") or (language if isinstance(language, str) else "") or chain[-1].language
+        words = [Word(w.start + a, w.end + a, w.text) for w in res.words]
+        old = [left] + [u.words for u in chain]
+        if res.stats.get("doubtful") or len(words) < 0.75 * sum(len(ws) for ws in old):
+            self._settle(chain)
+            return None
+        ends = [chain[0].t_start - self.pad_s] + [(u.t_end + v.t_start) / 2 for u, v in zip(chain, chain[1:])]
+        owner = assign_words(old, words, ends)
+        new: list[list[Word]] = [[] for _ in chain]
+        for w, k in zip(words, owner):
+            if k > 0:  # 0: the acoustic context's words, which stay as they are
+                new[k - 1].append(w)
+        changed = []
+        for u, ws in zip(chain, new):
+            if " ".join(join_words(ws).split()) != " ".join(u.text.split()):
+                changed.append((u.index, join_words(ws), tuple(ws)))
+                self.revised += 1
+            u.words = ws
+            u.language = lang or u.language
+        self._settle(chain)
+        if not changed:
+            return None
+        return Revision(tuple(changed), job.window, lang or "", job.compute_s, dict(res.stats))
+
+
+@dataclass
+class _PassJob:
+    """One second-pass decode: the chain, its acoustic context's words, the audio span (seconds), prompt, draft
+    and language; ``compute_s`` once decoded."""
+
+    chain: list[SpokenUtterance]
+    left: list[Word]
+    window: tuple[float, float]
+    prompt: str
+    draft: str
+    language: object
+    compute_s: float = 0.0

@@ -255,3 +255,21 @@ class CT2WhisperDecoder:
         """``Whisper.generate`` from ``prefix`` (prompt ⊕ accepted tokens); ``options`` are its keyword arguments.
         Returns its WhisperGenerationResult (``sequences_ids`` include the forced prefix's text tokens)."""
         return self.model.generate(self.features, [list(prefix)], **options)[0]
+
+
+def detect_language(model, features) -> list[tuple[str, float]]:
+    """Whisper's language identification on an encoder output that a decode already computed: the probabilities of
+    the language tokens after ``<|startoftranscript|>`` (CTranslate2 ``Whisper.detect_language``: one decoder step).
+
+    Args:
+        model: ``ctranslate2.models.Whisper`` (multilingual).
+        features: its encoder output, StorageView (1, n_frames / 2, d_model); a scaled window is fine (the language
+            token sees the same speech frames, the margin is silence).
+
+    Returns:
+        (ISO 639-1 code, probability) pairs, most probable first, for the first item of the batch.
+
+    Raises:
+        RuntimeError: the model is English-only (CTranslate2's error).
+    """
+    return [(tok.strip("<|>"), float(p)) for tok, p in model.detect_language(features)[0]]

@@ -68,6 +68,7 @@ class PartialTranscript:
     compute_s: float  # compute time of the update, seconds
     wall: float = field(default_factory=now)
     hypothesis: str = ""
+    language: str = ""  # ISO 639-1 code the update was decoded in ("" when the backend does not say)
 
     @property
     def text(self) -> str:
@@ -97,7 +98,8 @@ class CommittedWords:
 
 @dataclass(frozen=True)
 class FinalTranscript:
-    """The utterance's final text, after end of speech."""
+    """The utterance's final text, after end of speech. ``language``: the ISO 639-1 code it was decoded in (with
+    ``asr.language = "auto"`` the language identified for this utterance; "" when the backend does not say)."""
 
     utterance: int
     text: str
@@ -105,6 +107,32 @@ class FinalTranscript:
     t_start: float
     t_end: float
     wall: float = field(default_factory=now)
+    language: str = ""
+
+
+@dataclass(frozen=True)
+class RevisedTranscript:
+    """A second pass re-decoded consecutive utterances in one window, with each other's audio as context (as an
+    offline decode does), and their text changed: ``texts[i]`` is now the text of utterance ``utterances[i]``
+    (possibly "" when its words moved to a neighbour). It replaces those utterances' final (or earlier revised)
+    text in a transcript, a journal and an export; what was already done with the old text (an answer, a caption)
+    is not redone.
+
+    ``words``: every word of the revised utterances, audio times (seconds); ``t_start``/``t_end``: the audio span
+    of the revised utterances (seconds); ``language``: ISO 639-1 code of the decode ("" when not known)."""
+
+    utterances: tuple[int, ...]
+    texts: tuple[str, ...]
+    words: tuple[Word, ...]
+    t_start: float
+    t_end: float
+    language: str = ""
+    wall: float = field(default_factory=now)
+
+    @property
+    def text(self) -> str:
+        """The revised utterances' text, joined."""
+        return " ".join(t for t in self.texts if t)
 
 
 @dataclass(frozen=True)

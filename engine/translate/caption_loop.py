@@ -2,7 +2,9 @@
 
 :class:`CaptionLoop` consumes transcript events (:mod:`engine.core.events`) and emits ``Caption`` events; a
 partial re-translation yields the CPU to the streaming ASR (:mod:`engine.core.cpu`) and is cancelled when a newer
-job is waiting, so captions never hold back the transcript.
+job is waiting, so captions never hold back the transcript. Each transcript is translated from the language it was
+decoded in (the event's ``language``, identified per utterance under ``asr.language = "auto"``); speech already in
+the target language is its own caption.
 """
 
 from __future__ import annotations
@@ -10,7 +12,25 @@ from __future__ import annotations
 import threading
 import time
 
+from engine.translate.languages import language_code, language_name
+from engine.translate.stream_metrics import SSBDUpdate
 from engine.translate.translator import same_source
+
+
+def set_source_language(translator, language: str) -> None:
+    """Tell ``translator`` (and every translator it wraps: the fidelity guard, the sentence splitter) that its
+    source text is in ``language`` (an ISO 639-1 code or a name; "" = English)."""
+    name = language_name(language) if language else "English"
+    obj = translator
+    while obj is not None:
+        obj.source_language = name
+        obj = vars(obj).get("inner")
+
+
+def untranslated(text: str, final: bool) -> SSBDUpdate:
+    """The update of a caption that needs no translation (the speech is in the target language): the text itself."""
+    return SSBDUpdate(source=text, tokens=[], text=text, stable_text=text, tail_text="", draft=0, accepted=0,
+                      output=0, forward_passes=0, compute_s=0.0, final=final)
 
 
 class CaptionLoop:
@@ -67,13 +87,15 @@ class CaptionLoop:
         self._job = None  # the job being translated
         self._cancel = threading.Event()
         self._ended: set = set()  # utterances whose end of speech was seen
+        self._language = ""  # the source language the translator was last told ("" = English, its default)
         self.yield_to_asr = yield_to_asr
         self.cancelled = 0  # partial translations cut short by a final transcript or the end of speech
         self._thread = threading.Thread(target=self._run, name="caption", daemon=True)
         self._thread.start()
 
     def on_event(self, ev) -> None:
-        """Feed a transcriber event (:class:`engine.core.events.PartialTranscript` / ``FinalTranscript``)."""
+        """Feed a transcriber event (:class:`engine.core.events.PartialTranscript` / ``FinalTranscript``; a
+        ``RevisedTranscript`` is not re-captioned: the caption of the final stays)."""
         from engine.core.events import FinalTranscript, PartialTranscript, SpeechEnded
 
         if self.error is not None:
@@ -88,11 +110,13 @@ class CaptionLoop:
         elif isinstance(ev, PartialTranscript) and ev.text:
             text = ev.source(self.source)
             with self._cond:
-                self._partial = (ev.utterance, text, False, time.monotonic(), ev.committed.strip())
+                self._partial = (ev.utterance, text, False, time.monotonic(), ev.committed.strip(),
+                                 getattr(ev, "language", ""))
                 self._cond.notify()
         elif isinstance(ev, FinalTranscript) and ev.text:
             with self._cond:
-                self._finals.append((ev.utterance, ev.text, True, time.monotonic(), ev.text))
+                self._finals.append((ev.utterance, ev.text, True, time.monotonic(), ev.text,
+                                     getattr(ev, "language", "")))
                 self._partial = None
                 self._ended.discard(ev.utterance)
                 run = self._running
@@ -141,12 +165,18 @@ class CaptionLoop:
                 self._cancel.clear()
                 self._running = None if job[2] else (job[0], job[1])
                 self._job = job
-            utt, text, final, wall, committed = job
+            utt, text, final, wall, committed, language = job
             try:
                 if self._utt != utt:
                     self.translator.reset()
                     self._utt = utt
-                if final:
+                if language != self._language:  # translate from the language the speech was decoded in
+                    set_source_language(self.translator, language)
+                    self._language = language
+                target = language_code(getattr(self.translator, "target", "") or "")
+                if language and target == language:
+                    u = untranslated(text, final)
+                elif final:
                     u = self.translator.translate_ssbd(text, final=True)
                 elif self.yield_to_asr and utt not in self._ended:
                     u = self.translator.translate_ssbd(text, final=False, cancel=self._cancel, pause=self._pause)

@@ -1,0 +1,229 @@
+"""The second pass: finished utterances re-decoded together (their text revised, RevisedTranscript), on scripted
+decodes (the bookkeeping) and with real Whisper base on real and generated audio."""
+
+import dataclasses
+from pathlib import Path
+
+import jiwer
+import numpy as np
+import pytest
+
+from engine.asr.streaming import BackendResult, SecondPass, SpokenUtterance, assign_words
+from engine.core.events import FinalTranscript, RevisedTranscript, Word
+
+from .conftest import JFK_TEXT, ROOT
+
+HESITATION = ROOT / "tests" / "data" / "hesitation_en.flac"  # tests/data/make_speech.py
+
+
+def W(text, t0, step=0.4):
+    return [Word(t0 + i * step, t0 + i * step + 0.3, " " + w) for i, w in enumerate(text.split())]
+
+
+def U(index, text, t0, step=0.4, language="en"):
+    words = W(text, t0, step)
+    return SpokenUtterance(index, t0, words[-1].end if words else t0, words, language)
+
+
+class ScriptedDecoder:
+    """Returns a fixed decode (times relative to the window) and records what it was asked."""
+
+    name = "scripted"
+
+    def __init__(self, words, doubtful=False, language="en"):
+        self.words, self.doubtful, self.language = words, doubtful, language
+        self.calls = []
+
+    def transcribe_final(self, audio, prompt="", draft="", language=None):
+        self.calls.append({"seconds": len(audio) / 16000, "prompt": prompt, "draft": draft, "language": language})
+        return BackendResult(list(self.words), [], {"doubtful": self.doubtful, "language": self.language})
+
+
+def _norm(s):
+    return " ".join(s.split())
+
+
+def test_a_chain_is_decoded_once_when_the_pause_after_it_completes_it_and_each_utterance_gets_its_words():
+    dec = ScriptedDecoder(W("i think we should move the meeting to next thursday afternoon", 0.3))
+    sp = SecondPass(dec, max_s=24.0, gap_s=2.0, context="Hello there.")
+    sp.add(U(3, "i think we should move the meeting too", 0.3))  # ends at 3.1
+    sp.add(U(4, "next thursday afternoon", 3.5))  # a 0.4 s pause: the same chain; ends at 4.6
+    assert not sp.due(5.2)  # 0.6 s after its end: the next utterance could still join
+    assert sp.due(6.7)  # 2 s of silence completed it
+    a, b = sp.window
+    assert a == pytest.approx(0.0) and b == pytest.approx(4.6 + 0.3)
+    rev = sp.run(np.zeros(6 * 16000, np.float32), 0.0)
+    assert len(dec.calls) == 1
+    call = dec.calls[0]
+    assert call["prompt"] == "Hello there."
+    assert call["draft"] == "i think we should move the meeting too next thursday afternoon"
+    assert call["language"] == "en"  # the chain's language, not a new identification
+    assert [(i, t) for i, t, _ in rev.changed] == [(3, "i think we should move the meeting to")]
+    assert not sp.due(None)  # settled: nothing left to decode
+    assert sp.context.endswith("meeting to next thursday afternoon")
+
+
+def test_a_lone_utterance_decoded_whole_is_not_decoded_again_but_a_trimmed_one_is():
+    dec = ScriptedDecoder(W("a long utterance", 0.0))
+    sp = SecondPass(dec)
+    sp.add(U(0, "a long utterance", 0.0))
+    assert not sp.due(None)
+    sp.add(U(1, "a long utterance", 10.0), whole=False)  # its buffer was trimmed while it was spoken
+    assert sp.due(None)
+
+
+def test_a_long_pause_or_another_language_starts_a_new_chain():
+    sp = SecondPass(ScriptedDecoder([]), gap_s=2.0)
+    sp.add(U(0, "one two", 0.0))
+    sp.add(U(1, "three four", 5.0))  # 4 s after: not decoded together
+    assert sp.ready is None and [u.index for u in sp.chain] == [1]
+    sp.add(U(2, "cinq six", 6.2, language="fr"))
+    assert sp.ready is None and [u.index for u in sp.chain] == [2]
+
+
+def test_the_length_limit_closes_a_chain_and_lends_its_last_words_as_context_never_revised():
+    dec = ScriptedDecoder([])
+    sp = SecondPass(dec, max_s=10.0, gap_s=2.0, left_s=1.0)
+    chain = [U(0, "zero zero zero", 0.0, 0.5), U(1, "one two three four five", 2.0, 0.5),
+             U(2, "six seven eight nine", 5.0, 0.5)]  # 0.0–6.8, pauses of 0.7 s
+    for u in chain:
+        sp.add(u)
+    sp.add(U(3, "ten eleven twelve thirteen", 8.0, 0.5))  # would make the chain 10.4 s long: it closes
+    assert sp.ready is not None and [u.index for u in sp.ready[0]] == [0, 1, 2]
+    assert sp.window == (0.0, pytest.approx(7.1))
+    dec.words = [w for u in chain for w in u.words]  # the window starts at 0: the same times
+    assert sp.run(np.zeros(12 * 16000, np.float32), 0.0) is None  # nothing changed
+    assert sp.due(None)  # the new chain has acoustic context to be decoded with
+    a, _ = sp.window
+    assert a == pytest.approx(6.0 - 0.05)  # the first word of utterance 2 within 1 s of its end ("eight")
+    dec.words = [Word(0.05, 0.35, " eight"), Word(0.55, 0.85, " nine")] + \
+        [Word(w.start - a, w.end - a, w.text) for w in W("ten eleven twelve thirty", 8.0, 0.5)]
+    rev = sp.run(np.zeros(12 * 16000, np.float32), 0.0)
+    assert dec.calls[-1]["prompt"].endswith("six seven")  # the prompt stops where the window's audio starts
+    assert dec.calls[-1]["draft"] == "eight nine ten eleven twelve thirteen"
+    assert [(i, t) for i, t, _ in rev.changed] == [(3, "ten eleven twelve thirty")]  # the context is not revised
+    assert [w.start for w in rev.changed[0][2]] == [pytest.approx(t) for t in (8.0, 8.5, 9.0, 9.5)]
+
+
+def test_a_doubtful_or_shrunken_decode_revises_nothing():
+    for dec in (ScriptedDecoder(W("one two changed", 0.0), doubtful=True), ScriptedDecoder(W("one", 0.0))):
+        sp = SecondPass(dec)
+        sp.add(U(0, "one two", 0.0))
+        sp.add(U(1, "three four", 1.5))
+        assert sp.due(None)
+        assert sp.run(np.zeros(4 * 16000, np.float32), 0.0) is None
+        assert not sp.due(None) and sp.context == "one two three four"  # settled as the finals said
+
+
+def test_words_keep_the_utterance_of_the_unchanged_words_around_them():
+    old = [W("we could probably skip", 0.0), W("totally the removing part", 2.5)]
+    # the decode's times put "skip" after the pause's middle (2.35); the words around it did not change
+    new = W("we could probably", 0.0) + [Word(2.3, 2.45, " skip"), Word(2.6, 2.8, " totally")] + \
+        W("the removal part", 3.0)
+    assert assign_words(old, new, [2.35]) == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+# -- real Whisper base ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rt():
+    from engine.config import Config
+    from engine.runtime import Runtime
+
+    return Runtime(Config(), progress=False)
+
+
+def _stream(rt, path, **asr):
+    from audio.sources import FileSource
+
+    if asr:
+        rt.cfg = dataclasses.replace(rt.cfg, asr=dataclasses.replace(rt.cfg.asr, **asr))
+    evs = []
+    st = rt.transcriber(FileSource(path, realtime=False), evs.append)
+    st.run()
+    return st, evs
+
+
+def _wer(ref, hyp):
+    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+    n = EnglishTextNormalizer({})
+    return jiwer.wer(n(ref), n(hyp))
+
+
+@pytest.fixture(scope="module")
+def hesitation(rt):
+    if not HESITATION.exists():
+        pytest.skip(f"{HESITATION} not available")
+    return _stream(rt, HESITATION)
+
+
+def test_a_sentence_cut_by_a_hesitation_pause_is_revised_to_no_worse_than_the_offline_decode(rt, hesitation):
+    """One sentence with a 0.8 s pause mid-way: the VAD cuts it in two finals, each decoded without the other's
+    audio; the second pass decodes them together, and the revised transcript is at least as close to the offline
+    decode of the whole recording (greedy, 30 s window: the revision's decoder) as the finals are."""
+    from audio.io import load_audio
+
+    st, evs = hesitation
+    finals = [e for e in evs if isinstance(e, FinalTranscript) and e.text]
+    assert len(finals) >= 2, [e.text for e in finals]  # the pause cut the sentence
+    offline = "".join(w.text for w in rt.revise_backend().transcribe(load_audio(HESITATION), "").words)
+    final_text = " ".join(e.text for e in finals)
+    revised_text = " ".join(t for t in st.texts.values() if t)
+    assert st.second.runs >= 1
+    assert _wer(offline, revised_text) <= _wer(offline, final_text)
+    assert _wer(offline, revised_text) <= 0.1, (offline, revised_text)
+
+
+def test_revision_events_carry_the_ids_and_times_of_the_utterances_they_revise(hesitation):
+    st, evs = hesitation
+    finals = {e.utterance: e for e in evs if isinstance(e, FinalTranscript)}
+    for ev in (e for e in evs if isinstance(e, RevisedTranscript)):
+        assert len(ev.utterances) == len(ev.texts) >= 1
+        assert set(ev.utterances) <= set(finals)
+        for i, t in zip(ev.utterances, ev.texts):
+            assert evs.index(finals[i]) < evs.index(ev)  # a revision follows the finals it revises
+            assert st.texts[i] == t or any(i in later.utterances for later in evs[evs.index(ev) + 1:]
+                                           if isinstance(later, RevisedTranscript))
+        assert all(ev.t_start - 1e-6 <= w.start and w.end <= ev.t_end + 0.5 for w in ev.words)
+        assert ev.language == "en"
+    assert st.stats.revisions == sum(isinstance(e, RevisedTranscript) for e in evs)
+    assert st.stats.revise_compute_s > 0
+
+
+def test_jfk_is_not_made_worse_by_the_second_pass(rt, jfk_path):
+    st, evs = _stream(rt, jfk_path)
+    revised = " ".join(t for t in st.texts.values() if t)
+    final = " ".join(e.text for e in evs if isinstance(e, FinalTranscript) and e.text)
+    assert _wer(JFK_TEXT, revised) <= _wer(JFK_TEXT, final)
+    assert _wer(JFK_TEXT, revised) == 0.0, revised
+
+
+def test_second_pass_off_emits_no_revision(rt, jfk_path):
+    st, evs = _stream(rt, jfk_path, revise_max_s=0.0)
+    assert st.second is None and not any(isinstance(e, RevisedTranscript) for e in evs)
+    rt.cfg = dataclasses.replace(rt.cfg, asr=dataclasses.replace(rt.cfg.asr, revise_max_s=24.0))
+
+
+def test_the_journal_and_the_exports_show_the_revised_text(tmp_path: Path):
+    from app.export import History, to_srt, to_txt
+    from app.journal import Journal
+
+    j = Journal(tmp_path / "journal.jsonl")
+    s = j.start("transcribe", "hesitation.flac")
+    s.user(0, "I think we should move the meeting too.", 0.2, 2.7, 0.4, language="en")
+    s.user(1, "Next Thursday afternoon.", 3.4, 8.1, 0.3, language="en")
+    s.user(2, "Yes.", 9.0, 9.5)
+    s.revision([0, 1], ["I think we should move the meeting to", "next Thursday afternoon."], 0.0, 8.4, "en")
+    s.end(10.0)
+    txt = to_txt(j.records())
+    assert "meeting to\n" in txt and "too" not in txt and "Yes." in txt
+    assert "next Thursday afternoon." in to_srt(j.records())
+    with pytest.raises(ValueError):
+        s.revision([0, 1], ["only one text"])
+    h = History(tmp_path / "gui.jsonl")
+    from app.export import Item
+
+    h.add(Item("user", "the first half", 0.0, 1.0, utterance=0))
+    h.add(Item("user", "second half", 1.5, 2.0, utterance=1))
+    h.revise([0, 1], ["the first half second half", ""], 0.0, 2.0)
+    assert [it.text for it in h.items] == ["the first half second half"]  # a line left without words is gone
