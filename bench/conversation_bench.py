@@ -1,0 +1,819 @@
+"""Conversational ASR benchmark: the streaming transcript of conversation, disfluent and noisy, against the text
+and against offline Whisper, per file and per condition; language ID and captions into English of French, German
+and Spanish speech.
+
+Corpora (``--corpus``, a comma list; default all three):
+    * ``conversation``: bench/data/conversation (``python -m bench.make_conversation``): three scripted dialogues
+      of 2–4 voices with hesitations, fillers, restarts, backchannels and overlaps, each clean, reverberant, with
+      babble at 10 dB SNR and telephone-band. Summaries pooled and per condition.
+    * ``real``: bench/data/real_speech (recordings, see its README): jfk, a two-speaker sentence, a telephone call
+      (human transcript) and a four-speaker meeting (human words per speaker, no order across speakers: scored
+      against offline beam 5 and by the share of human words missed, order-free), pooled over the English files;
+      and the English→German read text (``faster_whisper_multilingual.mp3``), reported apart: the stream with
+      ``asr.language = "auto"``, the detected language of each utterance against the spoken one (the manifest's
+      ``language_spans``: an utterance's language is that of the span holding its midpoint) and WER against
+      offline beam 5 decoded span by span in the language Whisper detects on the span (:func:`offline_spans`),
+      for the English part, the German part and the whole file; offline greedy the same way.
+    * ``langid``: bench/data/conversation/langid: 12 German, French and Spanish utterances each (≥ 2 s). The
+      stream with ``asr.language = "auto"``: the detected language of each utterance (accuracy per utterance and
+      per language), next to offline Whisper's detection of the whole file (``WhisperModel.detect_language``);
+      then (unless ``--no-captions``) each file through the live caption path into English
+      (``caption.target_language = "en"``) and chrF (sacrebleu) of the final captions against the Multi30k
+      English references (German only: French and Spanish have none offline).
+Where the configuration or the ASR backend does not accept ``asr.language = "auto"`` (a one-second decode is tried
+first), or transcript events carry no detected language, or captions into English are not accepted, those parts
+report ``{"supported": false, "reason": ...}`` and the rest of the run goes on; the multilingual file is then
+streamed with the configured language.
+
+Each file is played in real time through exactly what ``specvoice transcribe`` runs (``Runtime.transcriber(
+FileSource(...))``, the backend's decodes recorded as in :mod:`bench.asr_stream_bench`), once per method
+(``--methods``: ``default`` = the configuration as loaded, or any method of :data:`bench.asr_stream_bench.METHODS`);
+offline faster-whisper greedy and beam 5 (Whisper base, ``asr_target``) decode every file in the same run. The
+language-ID corpus runs with the first method only.
+
+Metrics (per file and method, and pooled): the metrics of :func:`bench.asr_stream_bench.file_metrics` and
+:func:`bench.asr_stream_bench.summarize` — compute ÷ audio, final latency (end of speech → final text) p50/p90,
+NE, WER of the stream's final text against offline beam 5, against offline greedy and against the reference text,
+offline greedy's and beam 5's WER against the same, and ``wer_delta_vs_offline_greedy[_ref]`` = stream − offline
+greedy — with every text normalised by :func:`normalise` (fillers removed from both sides, then Whisper's English
+normaliser). A transcript revision (``engine.core.events.RevisedTranscript``: ``texts[i]`` is the new text of
+utterance ``utterances[i]``) replaces those utterances' final text in ``text_revised``; WERs of the revised text
+are reported when a run had any. ``done_when`` restates the issue's acceptance figures with the measured values.
+
+Run: ``specvoice bench conversation [--corpus conversation,real,langid] [--methods default] [--only NAME ...]
+[--fast] [--no-captions] [--set SECTION.KEY=VALUE ...] [--out bench/results/conversation.json]``.
+``--fast`` plays as fast as the ASR consumes (quick checks only: latencies then mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from bench.stats import percentiles, rnd as _r
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CONVERSATION = HERE / "data" / "conversation"
+REAL = HERE / "data" / "real_speech"
+SR = 16000
+CORPORA = ("conversation", "real", "langid")
+
+# non-lexical fillers and backchannels, as Whisper and people spell them; hyphenated forms first
+FILLERS = ("mm-hmm", "mm-hm", "mhm-hmm", "uh-huh", "uh-uh", "um-hmm", "uh", "uhh", "um", "umm", "uhm", "uhmm", "er",
+           "erm", "err", "ah", "ahh", "eh", "hm", "hmm", "hmmm", "mm", "mmm", "mhm", "mmhmm")
+_FILLER_RE = re.compile(r"(?<![\w'-])(?:" + "|".join(re.escape(f) for f in sorted(FILLERS, key=len, reverse=True))
+                        + r")(?![\w'-])", re.IGNORECASE)
+# filler words left after the normaliser split a hyphenated form or a hum spelled out ("M-M-M" → "m m m")
+_FILLER_WORDS = frozenset([w for f in FILLERS for w in f.split("-")] + ["m"])
+SPELLINGS = {"ok": "okay"}
+
+
+class Normaliser:
+    """:meth:`__call__` = :func:`normalise` with the normalisers built once."""
+
+    def __init__(self) -> None:
+        from transformers.models.whisper.english_normalizer import BasicTextNormalizer, EnglishTextNormalizer
+
+        self.english = EnglishTextNormalizer({})
+        self.basic = BasicTextNormalizer()
+
+    def __call__(self, text: str | None, english: bool = True) -> str:
+        s = _FILLER_RE.sub(" ", (text or "").replace("’", "'"))
+        s = self.english(s) if english else self.basic(s)
+        words = [SPELLINGS.get(w, w) for w in s.split()]
+        return " ".join(w for w in words if w not in _FILLER_WORDS)
+
+
+_NORM: Normaliser | None = None
+
+
+def normalise(text: str | None, english: bool = True) -> str:
+    """The text WER compares: fillers removed, then Whisper's normaliser, then spellings unified.
+
+    1. Non-lexical fillers and backchannels (:data:`FILLERS`: uh, um, er, erm, ah, eh, hm, hmm, mm, mhm, mm-hmm,
+       uh-huh, …; any case, with their punctuation) are removed — the reference says them, a transcript may or may
+       not, and neither is an error.
+    2. Whisper's ``EnglishTextNormalizer`` (``english``; else ``BasicTextNormalizer``, for other languages):
+       lowercase, punctuation and hyphens to spaces, numbers and British spellings standardised, contractions
+       expanded; then "ok" → "okay", and filler words left after splitting (the "mm" of "mm hmm") are dropped.
+    Lexical backchannels ("yeah", "okay") and both halves of a restart ("we could— we should") stay.
+
+    Args:
+        text: any transcript or reference (None counts as "").
+        english: True for English text.
+    Returns:
+        Space-separated words ("" when nothing is left).
+    """
+    global _NORM
+    if _NORM is None:
+        _NORM = Normaliser()
+    return _NORM(text, english)
+
+
+class ConversationWER:
+    """jiwer WER over :func:`normalise`d texts; None when the normalised reference is empty. Same interface as
+    :class:`bench.asr_stream_bench.WER` (``wer``, ``detail``, ``pairs``), so its metrics functions take it."""
+
+    def __init__(self, english: bool = True):
+        import jiwer
+
+        self.jiwer = jiwer
+        self.english = english
+
+    def norm(self, text: str | None) -> str:
+        return normalise(text, self.english)
+
+    def pairs(self, refs: list[str], hyps: list[str]) -> tuple[list[str], list[str]]:
+        R, H = [], []
+        for r, h in zip(refs, hyps):
+            nr = self.norm(r)
+            if nr:
+                R.append(nr)
+                H.append(self.norm(h))
+        return R, H
+
+    def wer(self, refs: list[str] | str | None, hyps: list[str] | str | None) -> float | None:
+        if refs is None:
+            return None
+        if isinstance(refs, str):
+            refs, hyps = [refs], [hyps or ""]
+        R, H = self.pairs(refs, hyps)
+        return _r(self.jiwer.wer(R, H), 4) if R else None
+
+    def detail(self, ref: str | None, hyp: str | None) -> dict | None:
+        R, H = self.pairs([ref or ""], [hyp or ""])
+        if not R:
+            return None
+        o = self.jiwer.process_words(R, H)
+        return {"wer": _r(o.wer, 4), "sub": o.substitutions, "del": o.deletions, "ins": o.insertions,
+                "ref_words": o.hits + o.substitutions + o.deletions}
+
+
+def words_missed(ref_words: list[str], hyp: str) -> dict:
+    """Order-free count of reference words a transcript lacks (for references without an order, such as the
+    meeting's words per speaker): Σ_w max(0, n_ref(w) − n_hyp(w)) over normalised words, and its share of the
+    reference words."""
+    r = Counter(w for t in ref_words for w in normalise(t).split())
+    h = Counter(normalise(hyp).split())
+    missed = sum(max(0, n - h[w]) for w, n in r.items())
+    total = sum(r.values())
+    return {"missed": missed, "ref_words": total, "share": _r(missed / total, 4) if total else None}
+
+
+# --------------------------------------------------------------------------------------------------------- inputs
+@dataclasses.dataclass
+class Item:
+    """One benchmark input."""
+
+    name: str
+    path: Path
+    corpus: str  # conversation | real | multilingual | langid
+    ref: str | None  # reference text (None: none in order)
+    group: str = ""  # the condition (conversation), the language (langid) or languages, comma-separated (real)
+    meta: dict = dataclasses.field(default_factory=dict)
+
+
+def _manifest(folder: Path) -> dict:
+    p = folder / "manifest.json"
+    if not p.exists():
+        raise SystemExit(f"conversation: no {p} (run: python -m bench.make_conversation)")
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+def load_items(corpora: list[str]) -> list[Item]:
+    """The inputs of ``corpora`` in order, from the manifests of bench/data/conversation and real_speech.
+
+    Raises:
+        SystemExit: a manifest is missing.
+    """
+    items: list[Item] = []
+    if "conversation" in corpora:
+        m = _manifest(CONVERSATION)
+        items += [Item(rel, CONVERSATION / rel, "conversation", e["reference"], e["condition"], e)
+                  for rel, e in m["files"].items()]
+    if "real" in corpora:
+        m = _manifest(REAL)
+        for name, e in m["files"].items():
+            kind = "multilingual" if len(e.get("languages", ["en"])) > 1 else "real"
+            items.append(Item(name, REAL / name, kind, e.get("reference"), ",".join(e.get("languages", ["en"])), e))
+    if "langid" in corpora:
+        m = _manifest(CONVERSATION)
+        items += [Item(rel, CONVERSATION / rel, "langid", e["text"], e["language"], e)
+                  for rel, e in m["langid"].items()]
+    return items
+
+
+# ------------------------------------------------------------------------------------------------------- running
+def play(rt, cfg, backend, path: Path, realtime: bool) -> dict:
+    """Play ``path`` through the live transcriber with ``backend`` (:func:`bench.asr_stream_bench.run_stream`, plus
+    the detected language of each final transcript and the second pass's revisions). Returns the raw results that
+    :func:`bench.asr_stream_bench.file_metrics` takes, with ``languages`` {utterance: ISO 639-1 code, or None where
+    the event has none}, ``revisions`` {utterance: latest revised text} and ``event_types`` (Counter of event type
+    names)."""
+    from audio.sources import FileSource
+    from bench.asr_stream_bench import RecordingBackend
+    from engine.core.events import Error, FinalTranscript, PartialTranscript
+
+    events: list = []
+    source = FileSource(path, cfg.audio.block_s, realtime=realtime)
+    tr = rt.transcriber(source, events.append)
+    rec = RecordingBackend(backend)
+    tr.backend = rec
+    t0 = time.monotonic()
+    st = tr.run()
+    wall = time.monotonic() - t0
+    partials: dict[int, list] = {}
+    finals: dict[int, str] = {}
+    languages: dict[int, str | None] = {}
+    revisions: dict[int, str] = {}
+    errors = []
+    for ev in events:
+        if isinstance(ev, PartialTranscript):
+            partials.setdefault(ev.utterance, []).append(ev)
+        elif isinstance(ev, FinalTranscript):
+            finals[ev.utterance] = ev.text
+            languages[ev.utterance] = getattr(ev, "language", "") or None
+        elif isinstance(ev, Error):
+            errors.append(f"{ev.where}: {ev.message}")
+        elif hasattr(ev, "utterances") and hasattr(ev, "texts"):  # a second pass revised these utterances' text
+            revisions.update(zip(ev.utterances, ev.texts))
+    return {"stats": st, "partials": partials, "finals": finals, "records": rec.records, "wall_s": wall,
+            "errors": errors, "transcript": list(tr.transcript), "languages": languages, "revisions": revisions,
+            "event_types": Counter(type(e).__name__ for e in events)}
+
+
+class Offline:
+    """Offline faster-whisper transcripts of whole files (Whisper base, the ``asr_target`` role), greedy and beam 5.
+
+    Args:
+        model: a ``faster_whisper.WhisperModel``.
+    """
+
+    def __init__(self, model):
+        self.model = model
+
+    def transcribe(self, audio: np.ndarray, beam_size: int, language: str = "en") -> dict:
+        """{"text", "segments": [{"start", "end", "text"}]} of float32 16 kHz ``audio`` decoded in ``language``
+        (faster-whisper's defaults otherwise, temperature fallback included: as ``FasterWhisperBackend.transcribe_text``
+        gives bench asr-stream its offline references)."""
+        segs, _ = self.model.transcribe(audio, language=language, beam_size=beam_size, vad_filter=False)
+        segs = [{"start": _r(s.start, 2), "end": _r(s.end, 2), "text": s.text.strip()} for s in segs]
+        return {"text": " ".join(s["text"] for s in segs).strip(), "segments": segs}
+
+    def detect(self, audio: np.ndarray) -> tuple[str, float]:
+        """(language, probability) Whisper detects on the first 30 s of ``audio``."""
+        lang, p, _ = self.model.detect_language(audio)
+        return lang, _r(p, 4)
+
+
+def method_configs(base, methods: list[str]) -> dict:
+    """{method: Config}; ``default`` is ``base`` itself.
+
+    Raises:
+        ConfigError: an override gives an invalid configuration.
+    """
+    from bench.asr_stream_bench import method_config
+
+    return {m: base if m == "default" else method_config(base, m) for m in methods}
+
+
+def with_auto(cfg):
+    """``cfg`` with ``asr.language = "auto"``; (config, None) or (None, reason) where the configuration rejects it."""
+    from engine.config import ConfigError, validate
+
+    try:
+        c = cfg.with_overrides({"asr": {"language": "auto"}})
+        validate(c)
+        return c, None
+    except (ConfigError, ValueError, TypeError) as e:
+        return None, f"configuration: {e}"
+
+
+def probe_auto(backend, audio: np.ndarray) -> str | None:
+    """None when ``backend`` (built with ``asr.language = "auto"``) decodes ``audio`` and transcript events can
+    carry a language; else the reason, one line."""
+    from engine.core.events import FinalTranscript
+
+    try:
+        backend.transcribe(audio[: 2 * SR], "")
+    except Exception as e:  # the backend rejects "auto": report it, do not crash the run
+        return f"ASR backend: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    if "language" not in {f.name for f in dataclasses.fields(FinalTranscript)}:
+        return "FinalTranscript has no language field: the detected language is not reported"
+    return None
+
+
+class Models:
+    """One Runtime per distinct model configuration, one warmed-up backend per (method, auto) pair."""
+
+    def __init__(self, log, quiet: bool):
+        self.runtimes: dict[str, object] = {}
+        self.backends: dict[tuple[str, bool], object] = {}
+        self.load_s: dict[str, float] = {}
+        self.log, self.quiet = log, quiet
+
+    def runtime(self, cfg):
+        from bench.asr_stream_bench import model_key
+        from engine.runtime import Runtime
+
+        key = model_key(cfg)
+        if key not in self.runtimes:
+            self.runtimes[key] = Runtime(cfg, progress=not self.quiet)
+        rt = self.runtimes[key]
+        rt.cfg = cfg  # same models; this configuration's settings for the backend and the transcriber
+        return rt
+
+    def backend(self, name: str, auto: bool, cfg, warm: np.ndarray):
+        key = (name, auto)
+        if key not in self.backends:
+            t0 = time.perf_counter()
+            b = self.runtime(cfg).asr_backend()
+            if not auto:  # an "auto" backend is warmed up by probe_auto, which may fail
+                b.transcribe(warm, "")
+            self.backends[key] = b
+            self.load_s[name + ("+auto" if auto else "")] = _r(time.perf_counter() - t0)
+            self.log(f"conversation: {name}{' (language auto)' if auto else ''} ready ({b.name}, "
+                     f"{self.load_s[name + ('+auto' if auto else '')]} s)")
+        return self.backends[key]
+
+
+def stream_metrics(raw: dict, off: dict, ref: str | None, W: ConversationWER) -> dict:
+    """:func:`bench.asr_stream_bench.file_metrics` + the per-utterance languages and, where the run revised any
+    final text, the revised text and its WERs."""
+    from bench.asr_stream_bench import file_metrics
+
+    res = file_metrics(raw, off, ref, W)
+    for u in res["utterance_detail"]:
+        u["language"] = raw["languages"].get(u["index"])
+    res["languages"] = [u["language"] for u in res["utterance_detail"]]
+    res["event_types"] = dict(raw["event_types"])
+    if raw["revisions"]:
+        finals = {u["index"]: u["text"] for u in res["utterance_detail"]}
+        finals.update(raw["revisions"])
+        revised = " ".join(t for _, t in sorted(finals.items()) if t)
+        res.update(revisions=len(raw["revisions"]), text_revised=revised,
+                   wer_vs_beam5_revised=W.wer(off["beam5"], revised),
+                   wer_vs_ref_revised=W.wer(ref, revised) if ref is not None else None)
+    return res
+
+
+def offline_refs(off: Offline, audio: np.ndarray, ref: str | None, W: ConversationWER, language: str = "en") -> dict:
+    """Offline beam 5 and greedy transcripts of a whole file and their WERs (greedy vs beam 5, both vs ``ref``)."""
+    t0 = time.perf_counter()
+    b5 = off.transcribe(audio, 5, language)
+    gr = off.transcribe(audio, 1, language)
+    return {"beam5": b5["text"], "greedy": gr["text"], "greedy_wer_vs_beam5": W.wer(b5["text"], gr["text"]),
+            "beam5_wer_vs_ref": W.wer(ref, b5["text"]) if ref is not None else None,
+            "greedy_wer_vs_ref": W.wer(ref, gr["text"]) if ref is not None else None,
+            "seconds": _r(time.perf_counter() - t0, 2)}
+
+
+def offline_spans(off: Offline, audio: np.ndarray, spans: list) -> dict:
+    """Offline transcripts of a file that changes language, span by span ([start, end, spoken language], seconds):
+    each span's language as Whisper detects it on that span's audio, then beam 5 and greedy decoded in it
+    (one long-form decode of the whole file with per-window detection lost or translated the German half).
+    Returns {"parts": {spoken language: {"span", "detected", "probability", "beam5", "greedy"}}, "beam5", "greedy"
+    (the parts joined), "seconds"}."""
+    t0 = time.perf_counter()
+    parts = {}
+    for s0, s1, spoken in spans:
+        seg = audio[int(s0 * SR): int(s1 * SR)]
+        lang, p = off.detect(seg)
+        parts[spoken] = {"span": [s0, s1], "detected": lang, "probability": p,
+                         "beam5": off.transcribe(seg, 5, lang)["text"], "greedy": off.transcribe(seg, 1, lang)["text"]}
+    return {"parts": parts, "beam5": " ".join(p["beam5"] for p in parts.values()),
+            "greedy": " ".join(p["greedy"] for p in parts.values()), "seconds": _r(time.perf_counter() - t0, 2)}
+
+
+# ------------------------------------------------------------------------------------------------- multilingual
+def span_language(spans: list, t0: float, t1: float) -> str | None:
+    """The language of the span ([start, end, language], seconds) holding the midpoint of [t0, t1]."""
+    mid = (t0 + t1) / 2
+    for s, e, lang in spans:
+        if s <= mid < e:
+            return lang
+    return None
+
+
+def part_text(utterances: list[dict], spans: list, lang: str) -> str:
+    """Texts of ``utterances`` ({"t_start", "t_end", "text"}) whose midpoint lies in a span of ``lang``."""
+    return " ".join(u["text"] for u in utterances
+                    if u["text"] and span_language(spans, u["t_start"], u["t_end"]) == lang)
+
+
+def multilingual_metrics(offline: dict, spans: list, stream: dict | None) -> dict:
+    """Per spoken language and for the whole file: WER of offline greedy and of the stream against offline beam 5
+    (:func:`offline_spans`), Whisper's basic normaliser (fillers removed) for every language; the stream's detected
+    language per utterance against the spoken one (``right`` None where the event carries no language)."""
+    W = ConversationWER(english=False)
+    parts = {}
+    for lang in list(offline["parts"]) + ["all"]:
+        src = offline if lang == "all" else offline["parts"][lang]
+        p = {"offline_greedy_wer_vs_beam5": W.wer(src["beam5"], src["greedy"])}
+        if stream:
+            st = stream["text"] if lang == "all" else part_text(stream["utterance_detail"], spans, lang)
+            p["stream_wer_vs_beam5"] = W.wer(src["beam5"], st)
+            p["stream_text"] = st
+            if p["stream_wer_vs_beam5"] is not None and p["offline_greedy_wer_vs_beam5"] is not None:
+                p["wer_delta_vs_offline_greedy"] = _r(p["stream_wer_vs_beam5"] - p["offline_greedy_wer_vs_beam5"], 4)
+        parts[lang] = p
+    out = {"parts": parts}
+    if stream:
+        utts = []
+        for u in stream["utterance_detail"]:
+            want = span_language(spans, u["t_start"], u["t_end"])
+            utts.append({"t_start": u["t_start"], "t_end": u["t_end"], "spoken": want, "detected": u["language"],
+                         "right": (u["language"] == want) if u["language"] is not None else None,
+                         "text": u["text"]})
+        judged = [u for u in utts if u["right"] is not None and u["text"]]
+        out["utterances"] = utts
+        out["language_accuracy"] = _r(sum(u["right"] for u in judged) / len(judged), 4) if judged else None
+        out["utterances_judged"] = len(judged)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ summaries
+def summarize_group(name: str, rows: list[dict], W: ConversationWER) -> dict:
+    """:func:`bench.asr_stream_bench.summarize` of ``rows`` for method ``name`` (+ pooled revised WERs)."""
+    from bench.asr_stream_bench import summarize
+
+    s = summarize(name, rows, W)
+    ok = [(f, f["methods"][name]) for f in rows if "error" not in f["methods"].get(name, {"error": 1})]
+    if any("text_revised" in m for _, m in ok):
+        hyp = [m.get("text_revised", m["text"]) for _, m in ok]
+        s["wer_vs_beam5_revised"] = W.wer([f["offline"]["beam5"] for f, _ in ok], hyp)
+        s["wer_vs_ref_revised"] = W.wer([f["ref"] or "" for f, _ in ok], hyp)
+    return s
+
+
+def langid_summary(rows: list[dict], name: str) -> dict:
+    per_lang: dict[str, list] = {}
+    utt_right = utt_n = 0
+    for r in rows:
+        m = r["methods"].get(name, {})
+        if "error" in m:
+            continue
+        langs = [u["language"] for u in m.get("utterance_detail", []) if u["text"]]
+        right = [lang == r["language"] for lang in langs if lang is not None]
+        utt_right += sum(right)
+        utt_n += len(right)
+        per_lang.setdefault(r["language"], []).append(right)
+    return {
+        "utterance_accuracy": _r(utt_right / utt_n, 4) if utt_n else None, "utterances": utt_n,
+        "per_language": {k: {"utterance_accuracy": _r(sum(map(sum, v)) / max(1, sum(map(len, v))), 4),
+                             "utterances": sum(map(len, v)), "files": len(v)} for k, v in per_lang.items()},
+    }
+
+
+def done_when(report: dict) -> dict:
+    """The issue's acceptance figures next to the measured values (True/False where measurable, else None)."""
+    out = {}
+    conv = report.get("conversation", {}).get("per_method", {})
+    for m, s in conv.items():
+        d = {"wer_vs_beam5_delta": s.get("wer_delta_vs_offline_greedy"),
+             "wer_vs_ref_delta": s.get("wer_delta_vs_offline_greedy_ref"),
+             "final_latency_p90_s": s["final_latency_s"]["p90"], "compute_ratio": s["compute_ratio"]}
+        d["ok"] = (None if None in d.values() else
+                   d["wer_vs_beam5_delta"] <= 0.02 and d["wer_vs_ref_delta"] <= 0.02
+                   and d["final_latency_p90_s"] <= 1.0 and d["compute_ratio"] <= 0.5)
+        if s.get("wer_vs_beam5_revised") is not None:  # after the second pass: within 0.01 of offline greedy
+            rb = _r(s["wer_vs_beam5_revised"] - s["offline_greedy_wer_vs_beam5"], 4)
+            rr = None
+            if s.get("wer_vs_ref_revised") is not None and s.get("offline_greedy_wer_vs_ref") is not None:
+                rr = _r(s["wer_vs_ref_revised"] - s["offline_greedy_wer_vs_ref"], 4)
+            d.update(revised_wer_vs_beam5_delta=rb, revised_wer_vs_ref_delta=rr,
+                     revised_ok=None if rr is None else rb <= 0.01 and rr <= 0.01)
+        out[f"conversation/{m}"] = d
+    ml = report.get("multilingual", {})
+    for m, r in ml.get("per_method", {}).items():
+        de = r.get("parts", {}).get("de", {})
+        d = {"language_accuracy": r.get("language_accuracy"), "de_wer_delta": de.get("wer_delta_vs_offline_greedy")}
+        d["ok"] = None if None in d.values() else d["language_accuracy"] == 1.0 and d["de_wer_delta"] <= 0.03
+        out[f"multilingual/{m}"] = d
+    li = report.get("langid", {})
+    if li.get("supported"):
+        acc = li.get("summary", {}).get("utterance_accuracy")
+        out["langid"] = {"utterance_accuracy": acc, "ok": None if acc is None else acc >= 0.95}
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------- captions
+def captions(items: list[Item], cfg, models: Models, log, target: str = "en") -> dict:
+    """Each language-ID file through the live caption path into ``target`` (``cfg`` has ``asr.language = "auto"``):
+    the final caption per file, chrF (sacrebleu, corpus and per file) against the English reference where there is
+    one and ``target`` is English. ``{"supported": False, "reason"}`` where the configuration or the translator
+    does not take ``target``."""
+    import sacrebleu
+
+    from audio.io import load_audio
+    from bench.caption_bench import run_one, translator
+    from engine.config import ConfigError, validate
+
+    try:
+        ccfg = cfg.with_overrides({"caption": {"target_language": target}})
+        validate(ccfg)
+    except (ConfigError, ValueError, TypeError) as e:
+        return {"supported": False, "reason": f"configuration: {e}"}
+    rt = models.runtime(ccfg)
+    try:
+        tr = translator(rt, ccfg, target)
+    except Exception as e:  # no caption LLM here, or English is not a target it takes
+        return {"supported": False, "reason": f"translator: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+    rows = []
+    for it in items:
+        res = run_one(rt, ccfg, load_audio(it.path), tr)
+        ref = it.meta.get("reference_en") if target in ("en", "English") else None
+        row = {"file": it.name, "language": it.group, "transcript": res["transcript"], "caption": res["caption"],
+               "reference_en": ref, "errors": res["errors"],
+               "chrf": _r(sacrebleu.sentence_chrf(res["caption"], [ref]).score, 2) if ref else None}
+        rows.append(row)
+        log(f"conversation:   caption {it.name}: {res['caption'][:80]!r}" + (f"  chrF {row['chrf']}" if ref else ""))
+    per_lang = {}
+    for lang in sorted({r["language"] for r in rows}):
+        rs = [r for r in rows if r["language"] == lang and r["reference_en"]]
+        per_lang[lang] = {"files": sum(1 for r in rows if r["language"] == lang),
+                          "chrf": _r(sacrebleu.corpus_chrf([r["caption"] for r in rs],
+                                                           [[r["reference_en"] for r in rs]]).score, 2) if rs else None,
+                          "reference": "Multi30k test 2016 English" if rs else "none offline"}
+    return {"supported": True, "target": target, "per_language": per_lang, "files": rows}
+
+
+# ----------------------------------------------------------------------------------------------------------- main
+def _fmt(x, nd=3):
+    return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
+
+
+def print_report(report: dict) -> None:
+    for corpus in ("conversation", "real"):
+        sec = report.get(corpus)
+        if not sec:
+            continue
+        print(f"\n{corpus}: per file (stream WER vs beam 5 / vs text, offline greedy vs beam 5 / vs text, "
+              "final latency p90 s, compute ratio)")
+        for f in sec["per_file"]:
+            for m, x in f["methods"].items():
+                if "error" in x:
+                    print(f"  {f['file'][-44:]:44s} {m:10s} FAILED {x['error']}")
+                    continue
+                print(f"  {f['file'][-44:]:44s} {m:10s} {_fmt(x['wer_vs_beam5']):>6s} {_fmt(x['wer_vs_ref']):>6s}  "
+                      f"{_fmt(f['offline']['greedy_wer_vs_beam5']):>6s} {_fmt(f['offline']['greedy_wer_vs_ref']):>6s}  "
+                      f"{_fmt(x['final_latency_s']['p90'], 2):>5s} {_fmt(x['compute_ratio'], 2):>5s}")
+        groups = {"all": sec["per_method"], **{c: v for c, v in sec.get("per_condition", {}).items()}}
+        print(f"{corpus}: pooled {'and per condition ' if corpus == 'conversation' else ''}"
+              "(WERb5 / greedy WERb5 / delta; WERref / greedy / beam5 / delta; lat p50 p90; ratio)")
+        for g, per in groups.items():
+            for m, s in per.items():
+                print(f"  {g:10s} {m:10s} {_fmt(s['wer_vs_beam5']):>6s} {_fmt(s['offline_greedy_wer_vs_beam5']):>6s} "
+                      f"{_fmt(s['wer_delta_vs_offline_greedy']):>6s}; {_fmt(s['wer_vs_ref']):>6s} "
+                      f"{_fmt(s['offline_greedy_wer_vs_ref']):>6s} {_fmt(s['offline_beam5_wer_vs_ref']):>6s} "
+                      f"{_fmt(s['wer_delta_vs_offline_greedy_ref']):>6s}; {_fmt(s['final_latency_s']['p50'], 2)} "
+                      f"{_fmt(s['final_latency_s']['p90'], 2)}; {_fmt(s['compute_ratio'], 3)}")
+    ml = report.get("multilingual")
+    if ml:
+        print(f"\nmultilingual ({ml['file']}): language ID {ml['language_id']}")
+        for m, r in ml["per_method"].items():
+            parts = "; ".join(f"{k}: stream {_fmt(p.get('stream_wer_vs_beam5'))} greedy "
+                              f"{_fmt(p['offline_greedy_wer_vs_beam5'])}" for k, p in r["parts"].items())
+            print(f"  {m:10s} language accuracy {_fmt(r.get('language_accuracy'))}; WER vs beam 5 — {parts}")
+    li = report.get("langid")
+    if li:
+        if li.get("supported"):
+            print(f"\nlanguage ID (stream, asr.language=auto): {li['summary']}")
+        else:
+            print(f"\nlanguage ID: not supported ({li.get('reason')})")
+        print(f"language ID (offline Whisper, whole file): {li['offline']}")
+        cap = li.get("captions")
+        if cap:
+            shown = cap.get("per_language") if cap.get("supported") else f"not supported ({cap.get('reason')})"
+            print(f"captions into {cap.get('target', 'English')}: {shown}")
+    dw = report.get("done_when")
+    if dw:
+        print("\ndone when:")
+        for k, v in dw.items():
+            print(f"  {k}: {v}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="specvoice bench conversation", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", default=",".join(CORPORA), help=f"comma list of {', '.join(CORPORA)}")
+    ap.add_argument("--methods", default="default",
+                    help="comma list: default (the configuration as loaded) or methods of bench asr-stream")
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="only inputs whose file name contains one of these")
+    ap.add_argument("--out", default=str(HERE / "results" / "conversation.json"),
+                    help="result JSON (default bench/results/conversation.json), rewritten after every file")
+    ap.add_argument("--fast", action="store_true", help="no real-time pacing (quick checks; latencies meaningless)")
+    ap.add_argument("--no-captions", action="store_true", help="skip the captions of the language-ID corpus")
+    ap.add_argument("--config", help="TOML config file (as specvoice --config)")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="base configuration override (repeatable)")
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(argv)
+
+    from audio.io import AudioError, load_audio
+    from bench.asr_stream_bench import METHODS, machine, write_json
+    from engine.config import ConfigError, load_config
+
+    corpora = [c.strip() for c in a.corpus.split(",") if c.strip()]
+    methods = [m.strip() for m in a.methods.split(",") if m.strip()]
+    bad = [c for c in corpora if c not in CORPORA] + [m for m in methods if m != "default" and m not in METHODS]
+    if bad or not corpora or not methods:
+        print(f"conversation: unknown corpus or method {bad}; corpora: {', '.join(CORPORA)}; methods: default, "
+              f"{', '.join(METHODS)}", file=sys.stderr)
+        return 2
+    try:
+        base = load_config(a.config, sets=a.set)
+        cfgs = method_configs(base, methods)
+    except ConfigError as e:
+        print(f"conversation: {e}", file=sys.stderr)
+        return 2
+    try:
+        items = load_items(corpora)
+    except SystemExit as e:
+        print(e, file=sys.stderr)
+        return 2
+    if a.only:
+        items = [it for it in items if any(s in it.name for s in a.only)]
+        if not items:
+            print(f"conversation: no input matches {a.only}", file=sys.stderr)
+            return 2
+    log = (lambda *x: None) if a.quiet else (lambda *x: print(*x, file=sys.stderr, flush=True))
+    t_run = time.monotonic()
+    audio: dict[str, np.ndarray] = {}
+    for it in items:
+        try:
+            audio[it.name] = load_audio(it.path)
+        except AudioError as e:
+            print(f"conversation: {e}", file=sys.stderr)
+            return 2
+
+    models = Models(log, a.quiet)
+    warm = audio[items[0].name][: 3 * SR]
+    for m in methods:
+        models.backend(m, False, cfgs[m], warm)
+    # language "auto": accepted by the configuration, decoded by the backend, reported on the events?
+    auto_cfgs: dict[str, object] = {}
+    auto_reason = None
+    if any(it.corpus in ("multilingual", "langid") for it in items):
+        for m in methods:
+            c, auto_reason = with_auto(cfgs[m])
+            if c is None:
+                break
+            auto_reason = probe_auto(models.backend(m, True, c, warm), warm)
+            if auto_reason:
+                break
+            auto_cfgs[m] = c
+        if auto_reason:
+            auto_cfgs = {}
+            log(f"conversation: asr.language=auto not supported ({auto_reason}); language ID not measured")
+    rt0 = models.runtime(base)
+    off = Offline(_whisper(rt0, base))
+    W = ConversationWER()
+    report: dict = {"config": {}, "corpora": corpora}
+
+    def finish(complete: bool) -> dict:
+        import ctranslate2
+        import faster_whisper
+
+        report["config"] = {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - (time.monotonic() - t_run))),
+            "complete": complete, "realtime": not a.fast, "methods": methods, "corpora": corpora,
+            "method_overrides": {m: ({} if m == "default" else METHODS[m]) for m in methods}, "sets": a.set,
+            "machine": machine(), "versions": {"ctranslate2": ctranslate2.__version__,
+                                               "faster_whisper": faster_whisper.__version__},
+            "settings": {m: {"asr": dataclasses.asdict(cfgs[m].asr)} for m in methods},
+            "vad": dataclasses.asdict(base.vad), "models": rt0.describe(), "load_and_warmup_s": models.load_s,
+            "language_auto": {"supported": not auto_reason, "reason": auto_reason},
+            "offline_reference": {"model_role": base.asr.model_role, "beam5": "faster-whisper beam_size=5",
+                                  "greedy": "faster-whisper beam_size=1",
+                                  "multilingual": "per language span: the language Whisper detects on the span, then "
+                                                  "beam 5 and greedy in it"},
+            "normalisation": "bench.conversation_bench.normalise (fillers removed from both sides, Whisper's "
+                             "English normaliser; the multilingual file: Whisper's basic normaliser)",
+            "wall_s": _r(time.monotonic() - t_run, 1),
+        }
+        report["done_when"] = done_when(report)
+        return report
+
+    out = Path(a.out)
+    # -- English corpora ------------------------------------------------------------------------------------------
+    for corpus in ("conversation", "real"):
+        rows = []
+        for it in [i for i in items if i.corpus == corpus]:
+            entry = {"file": it.name, "group": it.group, "duration_s": _r(len(audio[it.name]) / SR, 2),
+                     "ref": it.ref, "offline": offline_refs(off, audio[it.name], it.ref, W), "methods": {}}
+            log(f"conversation: {it.name} ({entry['duration_s']} s): offline in {entry['offline']['seconds']} s")
+            for m in methods:
+                try:
+                    raw = play(models.runtime(cfgs[m]), cfgs[m], models.backend(m, False, cfgs[m], warm), it.path,
+                               realtime=not a.fast)
+                    res = stream_metrics(raw, entry["offline"], it.ref, W)
+                except Exception as e:  # one broken cell must not lose a long real-time run
+                    import traceback
+
+                    entry["methods"][m] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+                    log(f"conversation:   {m} FAILED: {type(e).__name__}: {e}")
+                    continue
+                words = it.meta.get("speaker_words")
+                if words:  # the meeting: human words per speaker, no order across speakers
+                    res["words_missed"] = words_missed(list(words.values()), res["text"])
+                    entry["offline"]["words_missed"] = {k: words_missed(list(words.values()), entry["offline"][k])
+                                                        for k in ("greedy", "beam5")}
+                entry["methods"][m] = res
+                log(f"conversation:   {m:10s} WER b5 {_fmt(res['wer_vs_beam5'])} (greedy "
+                    f"{_fmt(entry['offline']['greedy_wer_vs_beam5'])})  WER ref {_fmt(res['wer_vs_ref'])} (greedy "
+                    f"{_fmt(entry['offline']['greedy_wer_vs_ref'])})  lat p90 {_fmt(res['final_latency_s']['p90'], 2)}")
+            rows.append(entry)
+            report[corpus] = {"per_file": rows, "per_method": {m: summarize_group(m, rows, W) for m in methods}}
+            if corpus == "conversation":
+                conds = sorted({r["group"] for r in rows}, key=lambda c: (c != "clean", c))
+                report[corpus]["per_condition"] = {
+                    c: {m: summarize_group(m, [r for r in rows if r["group"] == c], W) for m in methods} for c in conds}
+            write_json(out, finish(False))  # after every file: an interrupted run keeps what it measured
+
+    # -- the English → German read text ---------------------------------------------------------------------------
+    for it in [i for i in items if i.corpus == "multilingual"]:
+        spans = it.meta["language_spans"]
+        Wb = ConversationWER(english=False)
+        entry = {"file": it.name, "duration_s": _r(len(audio[it.name]) / SR, 2), "language_spans": spans,
+                 "offline": offline_spans(off, audio[it.name], spans),
+                 "language_id": "asr.language=auto" if not auto_reason else f"not supported ({auto_reason})",
+                 "per_method": {}}
+        for m in methods:
+            cfg = auto_cfgs.get(m, cfgs[m])
+            try:
+                raw = play(models.runtime(cfg), cfg, models.backend(m, m in auto_cfgs, cfg, warm), it.path,
+                           realtime=not a.fast)
+                res = stream_metrics(raw, entry["offline"], None, Wb)
+                r = multilingual_metrics(entry["offline"], spans, res)
+                r.update(text=res["text"], final_latency_s=res["final_latency_s"], compute_ratio=res["compute_ratio"],
+                         utterance_detail=res["utterance_detail"])
+            except Exception as e:  # one broken cell must not lose the run
+                r = {"error": f"{type(e).__name__}: {e}"}
+            entry["per_method"][m] = r
+            log(f"conversation: {it.name} {m}: language accuracy {r.get('language_accuracy')}")
+        entry["offline_parts"] = multilingual_metrics(entry["offline"], spans, None)["parts"]
+        report["multilingual"] = entry
+        write_json(out, finish(False))
+
+    # -- language ID and captions ---------------------------------------------------------------------------------
+    lid = [i for i in items if i.corpus == "langid"]
+    if lid:
+        m = methods[0]
+        sec: dict = {"method": m, "supported": not auto_reason, "reason": auto_reason, "files": []}
+        det = {}
+        for it in lid:
+            row = {"file": it.name, "language": it.group, "speech_s": it.meta.get("speech_s"), "methods": {}}
+            lang, p = off.detect(audio[it.name])
+            row["offline_detected"], row["offline_probability"] = lang, p
+            det.setdefault(it.group, []).append(lang == it.group)
+            if not auto_reason:
+                try:
+                    raw = play(models.runtime(auto_cfgs[m]), auto_cfgs[m], models.backend(m, True, auto_cfgs[m], warm),
+                               it.path, realtime=not a.fast)
+                    res = stream_metrics(raw, {"beam5": "", "greedy": ""}, None, W)
+                    row["methods"][m] = {"utterance_detail": res["utterance_detail"], "languages": res["languages"],
+                                         "text": res["text"]}
+                except Exception as e:
+                    row["methods"][m] = {"error": f"{type(e).__name__}: {e}"}
+                log(f"conversation: {it.name}: {row['methods'][m].get('languages')} (offline {lang})")
+            sec["files"].append(row)
+        sec["offline"] = {"accuracy": _r(sum(map(sum, det.values())) / sum(map(len, det.values())), 4),
+                          "per_language": {k: _r(sum(v) / len(v), 4) for k, v in det.items()},
+                          "how": "faster-whisper detect_language on each whole file (Whisper base)"}
+        if not auto_reason:
+            sec["summary"] = langid_summary(sec["files"], m)
+            if not a.no_captions:
+                sec["captions"] = captions(lid, auto_cfgs[m], models, log)
+        elif not a.no_captions:
+            sec["captions"] = {"supported": False, "reason": f"asr.language=auto: {auto_reason}"}
+        report["langid"] = sec
+
+    report = finish(True)
+    write_json(out, report)
+    print_report(report)
+    pace = "real time" if not a.fast else "fast (not real time)"
+    print(f"\n{len(items)} inputs × {len(methods)} method(s), {pace}, "
+          f"{report['config']['wall_s']} s → {out}")
+    return 0
+
+
+def _whisper(rt, cfg):
+    """A faster-whisper model of ``cfg.asr.model_role`` for the offline transcripts."""
+    from engine.asr.streaming import FasterWhisperBackend
+
+    fw = FasterWhisperBackend(rt.model(cfg.asr.model_role).path, device=cfg.asr.device,
+                              compute_type=cfg.asr.compute_type, cpu_threads=cfg.asr.cpu_threads, language="en")
+    return fw.model
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
