@@ -28,6 +28,7 @@ class Item:
     translation: str = ""
     utterance: int = -1
     session: str = ""
+    language: str = ""  # a user line's ISO 639-1 code ("" when not known)
 
 
 def revised_texts(records: list[dict]) -> dict[tuple[str, int], str]:
@@ -172,7 +173,7 @@ class History:
         """
         s = self.session()
         if item.kind == "user":
-            s.user(item.utterance, item.text, item.t_start, item.t_end)
+            s.user(item.utterance, item.text, item.t_start, item.t_end, language=item.language)
         elif item.kind == "assistant":
             s.answer(item.utterance, item.text, t_start=item.t_start, t_end=item.t_end)
         elif item.kind == "caption":

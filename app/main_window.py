@@ -11,6 +11,13 @@ is cleared when a session starts, while the latency plot keeps every answered tu
 output "No playback (write WAV only)" each answer's audio is written to ``answers/`` beside the journal and its path
 is shown. A missing microphone is named in the input list and on the status line. Lines that come and go (the
 partial transcript, the end-of-turn decision, the loading bar) have their space reserved, so nothing moves.
+
+The transcript is the best one known: when the engine's second pass revises final transcripts
+(``RevisedTranscript``, arriving as the controller's ``revised`` signal) the shown lines of those utterances take
+the new text, marked "(revised)" with the text before the revision in its tooltip, a line whose words all moved to
+a neighbour is dropped, and the revision is journaled so that the exports show it too; an answer already given is
+left as it is. A final in another language than the session's default (``asr.language``, English when it is
+"auto") is tagged with its ISO 639-1 code ("[fr]"), and the status line names the language the session speaks.
 """
 
 from __future__ import annotations
@@ -29,12 +36,15 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QFileDialog, QFormLayout
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from audio.sources import output_devices
+from engine.translate.languages import language_name
 
 from .caption_window import CaptionWindow
 from .controller import FILE_PREFIX, EngineController, SessionOptions
 from .export import History, Item
 from .journal import default_journal_path
 from .settings import SettingsDialog, base_settings, load_settings
+
+DEFAULT_LANGUAGE = "en"  # a final in this language needs no tag when asr.language is "auto"
 
 
 class LatencyPlot(QWidget):
@@ -198,6 +208,11 @@ class MainWindow(QMainWindow):
         self._answer_text: dict[int, str] = {}
         self._final_t: dict[int, tuple[float, float]] = {}
         self._presynth: dict[int, bool] = {}  # utterance → PredGen's pre-synthesised sentence was played
+        self._final_language: dict[int, str] = {}  # utterance → ISO 639-1 code of its final ("" unknown)
+        # what the conversation view shows, one dict per paragraph (see _entry_html): a revision re-renders it
+        self._entries: list[dict] = []
+        self._session_no = 0  # sessions started by this window: utterance numbers start again at each
+        self.session_language = ""  # the language the current session speaks (ISO 639-1), "" not known yet
         self._closed = False
         self._links: list = []  # (controller signal, slot) pairs, disconnected when the window closes
         self.speaker = ""  # who is talking: "" | "user" | "assistant" | "both"
@@ -247,6 +262,16 @@ class MainWindow(QMainWindow):
         self.language.setEditable(True)  # any code or English name caption.target_language accepts
         self.language.setCurrentText(_language_code(self.ctl.cfg.caption.target_language))
         self.status_label = QLabel("starting…")
+        self.language_label = QLabel()  # the language the session speaks (asr.language, or the detected one)
+        self.language_label.setObjectName("session_language")
+        self.language_label.setStyleSheet("color:#555")
+        self.language_label.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
+        # room for a long name from the start: a detected language never moves the status line
+        self.language_label.setMinimumWidth(self.fontMetrics().horizontalAdvance("Spoken language: Portuguese (pt)"))
+        self.language_label.setToolTip("The language you speak: asr.language in the settings, or the one detected "
+                                       "from your speech when it is auto.")
+        configured = self.ctl.cfg.asr.language
+        self._show_session_language("" if configured == "auto" else configured)
         self.loading = QProgressBar()  # models load once, on a worker thread: a busy indicator meanwhile
         self.loading.setRange(0, 0)
         self.loading.setMaximumHeight(10)
@@ -312,7 +337,10 @@ class MainWindow(QMainWindow):
         left.addWidget(self.conversation, 1)
         left.addWidget(self.live)
         left.addLayout(controls)
-        left.addWidget(self.status_label)
+        status = QHBoxLayout()
+        status.addWidget(self.status_label, 1)
+        status.addWidget(self.language_label)
+        left.addLayout(status)
         left.addWidget(self.answer_wav)
         left.addWidget(self.settings_note)
         left.addWidget(self.loading)
@@ -380,7 +408,8 @@ class MainWindow(QMainWindow):
                        (c.metrics, self._on_metrics), (c.speech_started, self._on_speech_started),
                        (c.session_ended, self._on_session_ended), (c.models_ready, self._models_loaded),
                        (c.load_failed, self._models_loaded), (c.speakers, self._on_speakers),
-                       (c.barge_in, self._on_barge_in), (c.echo_cancelling, self._on_echo_cancelling)]
+                       (c.barge_in, self._on_barge_in), (c.echo_cancelling, self._on_echo_cancelling),
+                       (c.final_language, self._on_final_language), (c.revised, self._on_revised)]
         for sig, slot in self._links:  # bound methods of the window: delivered on the GUI thread (queued)
             sig.connect(slot)
         self.talk.pressed.connect(self.talk_pressed)
@@ -479,8 +508,12 @@ class MainWindow(QMainWindow):
         self.barge_ins = 0
         self.live.setText("")
         # per-utterance state: utterance numbers start again at each session
-        for per_utterance in (self._answer_pcm, self._answer_text, self._final_t, self._presynth):
+        for per_utterance in (self._answer_pcm, self._answer_text, self._final_t, self._presynth,
+                              self._final_language):
             per_utterance.clear()
+        self._session_no += 1  # the shown lines of earlier sessions keep their own utterance numbers
+        configured = self.ctl.cfg.asr.language
+        self._show_session_language("" if configured == "auto" else configured)
 
     def talk_pressed(self) -> None:
         if self.ctl.running():
@@ -516,8 +549,56 @@ class MainWindow(QMainWindow):
             self._player_dev = dev
 
     # -- rendering ------------------------------------------------------------------------------------------------
-    def _append(self, who: str, text: str, style: str = "") -> None:
-        self.conversation.append(f'<p style="{style}"><b>{who}:</b> {html.escape(text)}</p>')
+    def _append(self, who: str, text: str, style: str = "", utterance: int | None = None,
+                language: str = "") -> None:
+        """Show one line of the conversation: ``who``: ``text``. A user line gives its ``utterance`` (a revision
+        finds it by that) and ``language`` (ISO 639-1, tagged when not the session's default)."""
+        e = {"who": who, "text": text, "style": style, "language": language, "before": None,
+             "key": None if utterance is None else (self._session_no, utterance)}
+        self._add_entry(e)
+
+    def _add_entry(self, e: dict) -> None:
+        self._entries.append(e)
+        self.conversation.append(self._entry_html(e))
+
+    def default_language(self) -> str:
+        """The language a final needs no tag in: ``asr.language``, or English when it is "auto" (ISO 639-1)."""
+        configured = self.ctl.cfg.asr.language
+        return DEFAULT_LANGUAGE if configured == "auto" else configured
+
+    def _entry_html(self, e: dict) -> str:
+        """One paragraph of the conversation view: a line (who, text, language tag, revision mark) or a note."""
+        if "note" in e:
+            return f'<p style="color:gray">{html.escape(e["note"])}</p>'
+        tag = ""
+        if e["language"] and e["language"] != self.default_language():
+            tag = (f' <span style="color:#555" title="{html.escape(language_name(e["language"]), quote=True)}">'
+                   f'[{html.escape(e["language"])}]</span>')
+        mark = ""
+        if e["before"] is not None:  # the tooltip keeps what was shown before the first revision
+            before = f'before the revision: {e["before"]}' if e["before"] else "no text before the revision"
+            mark = (f' <span style="color:gray;font-size:small" title="{html.escape(before, quote=True)}">'
+                    f'(revised)</span>')
+        return f'<p style="{e["style"]}"><b>{e["who"]}:</b>{tag} {html.escape(e["text"])}{mark}</p>'
+
+    def _render(self) -> None:
+        """Show :attr:`_entries` again (after a revision), keeping the scroll position — at the end if it was."""
+        bar = self.conversation.verticalScrollBar()
+        at_end, pos = bar.value() >= bar.maximum() - 2, bar.value()
+        self.conversation.setHtml("".join(self._entry_html(e) for e in self._entries))
+        bar.setValue(bar.maximum() if at_end else pos)
+
+    def shown_user_lines(self) -> list[tuple[int, str]]:
+        """(utterance, text) of the user lines the current session shows, in order."""
+        return [(e["key"][1], e["text"]) for e in self._entries
+                if e.get("key") is not None and e["key"][0] == self._session_no]
+
+    def _show_session_language(self, code: str) -> None:
+        self.session_language = code
+        if code:
+            self.language_label.setText(f"Spoken language: {language_name(code)} ({code})")
+        else:
+            self.language_label.setText("Spoken language: detecting…")
 
     @_live
     def _on_partial(self, utt: int, committed: str, tentative: str) -> None:
@@ -532,14 +613,58 @@ class MainWindow(QMainWindow):
             self._error(f"cannot write the journal {self.history.path}: {e}")
 
     @_live
+    def _on_final_language(self, utt: int, language: str) -> None:
+        self._final_language[utt] = language  # the final itself follows at once
+
+    @_live
     def _on_final(self, utt: int, text: str, t0: float, t1: float) -> None:
         self.live.setText("")
+        language = self._final_language.get(utt, "")
+        if language and language != self.session_language:
+            # the engine's session language follows each utterance's (with hysteresis inside the decode)
+            self._show_session_language(language)
+        self._final_t[utt] = (t0, t1)  # an empty final's too: a revision may give it words
         if not text:
             return
-        self._final_t[utt] = (t0, t1)
         if self.mode() == "assistant":
-            self._journal(Item("user", text, t0, t1, utterance=utt))
-        self._append("You", text)
+            self._journal(Item("user", text, t0, t1, utterance=utt, language=language))
+        self._append("You", text, utterance=utt, language=language)
+
+    @_live
+    def _on_revised(self, ev) -> None:
+        """A ``RevisedTranscript``: journaled (where finals are: the assistant mode) before it is shown; the user
+        lines of ``ev.utterances`` take ``ev.texts`` ("" drops the line). An answer already given is not redone."""
+        journal = self.mode() == "assistant"
+        if journal:
+            try:
+                self.history.revise(ev.utterances, ev.texts, ev.t_start, ev.t_end, ev.language)
+            except (OSError, ValueError) as e:
+                self._error(f"cannot write the journal {self.history.path}: {e}")
+        for utt, text in zip(ev.utterances, ev.texts):
+            key = (self._session_no, utt)
+            i = next((i for i, e in enumerate(self._entries) if e.get("key") == key), None)
+            if i is None:
+                if not text:
+                    continue
+                # its final was empty (neither shown nor journaled): journaled now, so that the exports show it,
+                # and shown before the next utterance's line, if any is shown
+                if journal:
+                    t0, t1 = self._final_t.get(utt, (ev.t_start, ev.t_end))
+                    self._journal(Item("user", text, t0, t1, utterance=utt, language=ev.language))
+                i = next((j for j, e in enumerate(self._entries) if e.get("key") is not None
+                          and e["key"][0] == key[0] and e["key"][1] > utt), len(self._entries))
+                self._entries.insert(i, {"who": "You", "text": text, "style": "", "before": "", "key": key,
+                                         "language": ev.language})
+                continue
+            e = self._entries[i]
+            if not text:
+                del self._entries[i]
+                continue
+            if text != e["text"]:
+                e["before"] = e["text"] if e["before"] is None else e["before"]
+                e["text"] = text
+            e["language"] = ev.language or e["language"]
+        self._render()
 
     @_live
     def _on_speech_started(self, utt: int) -> None:
@@ -597,7 +722,7 @@ class MainWindow(QMainWindow):
         self.live.setText("")
         wav = self._write_answer_wav(utt)
         if wav is not None:
-            self.conversation.append(f'<p style="color:gray">(audio written to {html.escape(str(wav))})</p>')
+            self._add_entry({"note": f"(audio written to {wav})"})
 
     @_live
     def _on_caption(self, cap) -> None:
