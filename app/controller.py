@@ -11,8 +11,10 @@ turn taking.
 Talking over the assistant (``[duplex]`` settings, as ``specvoice assist --mic``): when the answer plays on a real
 output device and the input is a microphone, the microphone is echo-cancelled (``Runtime.echo_source``: WebRTC AEC3
 with the player's output as the far-end reference) before the VAD and the ASR, and ``audio.aec.BargeInDetector``
-on the cleaned microphone stops the answer (``barge_in``). ``speakers`` says who is talking (user / assistant /
-both) and the end-of-turn decision of each utterance arrives as a ``metrics`` dict of kind "turn".
+on the cleaned microphone stops the answer (``barge_in``); while the answer is audible an utterance starts only once
+that detector heard the user, from where it heard them begin (``audio.aec.EchoGatedVAD``). ``speakers`` says who is
+talking (user / assistant / both; "both" at least once per barge-in) and the end-of-turn decision of each utterance
+arrives as a ``metrics`` dict of kind "turn".
 """
 
 from __future__ import annotations
@@ -24,14 +26,18 @@ from dataclasses import dataclass
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
+from audio.aec import EchoGatedVAD
 from audio.sources import AudioSource, FileSource, MicSource, input_devices
 from engine.config import Config
 from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript, PartialTranscript, SpeechEnded,
-    SpeechStarted, TurnDecision)
+    RevisedTranscript, SpeechStarted, TurnDecision)
 from engine.pipeline import Backlog
 from engine.runtime import Runtime
 
+from .desktop_check import repair_signal_emit
+
 FILE_PREFIX = "file:"
+repair_signal_emit()  # PySide6 6.12.0 loses a reference to True per emit: the workers emit thousands per session
 
 
 class GatedSource(AudioSource):
@@ -117,6 +123,8 @@ class EngineController(QObject):
     barge_in = Signal(float, str)  # audio time (s) of the detection, path ("vad" | "double_talk")
     speakers = Signal(str)  # who is talking now: "" | "user" | "assistant" | "both" (on change, from a worker)
     echo_cancelling = Signal(bool)  # the session's microphone is echo-cancelled (emitted once a session starts)
+    final_language = Signal(int, str)  # utterance, ISO 639-1 code of its final ("" unknown); just before ``final``
+    revised = Signal(object)  # engine.core.events.RevisedTranscript: the second pass changed final texts
 
     def __init__(self, cfg: Config | None = None):
         super().__init__()
@@ -224,6 +232,21 @@ class EngineController(QObject):
         self._session.start()
         return True
 
+    def emit_transcript(self, ev: "FinalTranscript | RevisedTranscript") -> None:
+        """Report a transcript event as signals: ``final_language`` then ``final`` for a ``FinalTranscript``,
+        ``revised`` for a ``RevisedTranscript`` (what the session's ASR thread calls for each; safe from any thread).
+
+        Raises:
+            TypeError: another event.
+        """
+        if isinstance(ev, FinalTranscript):
+            self.final_language.emit(ev.utterance, ev.language)  # first: queued signals arrive in emission order
+            self.final.emit(ev.utterance, ev.text, ev.t_start, ev.t_end)
+        elif isinstance(ev, RevisedTranscript):
+            self.revised.emit(ev)
+        else:
+            raise TypeError(f"not a transcript event: {type(ev).__name__}")
+
     def release_talk(self) -> None:
         """Push-to-talk released: the utterance ends now."""
         if isinstance(self._source, GatedSource):
@@ -285,8 +308,9 @@ class EngineController(QObject):
             return
         started = time.monotonic()
         eos: dict[int, float] = {}
-        # user speech (VAD/barge-in); an answer's audio is being produced; monotonic time of the latest barge-in
-        talk = {"user": False, "answer": False, "barge_in": -1.0}
+        # user speech (VAD/barge-in); an answer's audio is being produced; monotonic time of the latest barge-in;
+        # barge-ins so far
+        talk = {"user": False, "answer": False, "barge_in": -1.0, "barges": 0}
         answer_marks: dict[int, dict] = {}
         translator = None
         conv = None
@@ -380,14 +404,16 @@ class EngineController(QObject):
                 self.partial.emit(ev.utterance, ev.committed, ev.tentative)
                 self.metrics.emit({"kind": "asr", "rtf": self._transcriber.stats.rtf if self._transcriber else None})
                 if conv is not None:
-                    conv.on_partial(ev.utterance, ev.source(cfg.llm.predgen_source))
+                    conv.on_partial(ev.utterance, ev.source(cfg.llm.predgen_source), ev.language)
             elif isinstance(ev, FinalTranscript):
-                self.final.emit(ev.utterance, ev.text, ev.t_start, ev.t_end)
+                self.emit_transcript(ev)
                 if ev.utterance in eos:
                     self.metrics.emit({"kind": "asr", "eos_to_final_s": ev.wall - eos[ev.utterance],
                                        "rtf": self._transcriber.stats.rtf if self._transcriber else None})
                 if conv is not None:
-                    conv.on_final(ev.utterance, ev.text)
+                    conv.on_final(ev.utterance, ev.text, ev.language)
+            elif isinstance(ev, RevisedTranscript):  # shown and journaled by the window; an answer given stays
+                self.emit_transcript(ev)
             elif isinstance(ev, Backlog):
                 self.status.emit("speech recognition is back in step" if ev.caught_up else
                                  f"speech recognition is {ev.behind_s:.1f} s behind; catching up (no audio is lost)")
@@ -419,6 +445,7 @@ class EngineController(QObject):
             def on_barge_in(t: float) -> None:  # capture thread: stop the answer now, tell the window after
                 talk["user"] = True
                 talk["barge_in"] = time.monotonic()
+                talk["barges"] += 1  # the capture thread is the only writer
                 conv.on_speech_start()
                 conv.on_playback_cut(_seconds(player.stop()))  # the history keeps what the user heard
                 bi = getattr(source, "barge_in", None)
@@ -442,11 +469,14 @@ class EngineController(QObject):
         monitor_stop = threading.Event()
 
         def monitor() -> None:  # who is talking, polled every 50 ms; emitted on change
-            last = None
+            last, barges = None, 0
             while not monitor_stop.wait(0.05):
-                # a barge-in stops playback at once: "both" is held BOTH_HOLD_S after it so that it can be seen
-                u = talk["user"]
-                a = assistant_talking() or time.monotonic() - talk["barge_in"] < BOTH_HOLD_S
+                # a barge-in stops playback at once: "both" is held BOTH_HOLD_S after it so that it can be seen, and
+                # shown at least once per barge-in however late this thread runs (a loaded CPU)
+                fresh = talk["barges"] != barges
+                barges = talk["barges"]
+                u = talk["user"] or fresh
+                a = assistant_talking() or fresh or time.monotonic() - talk["barge_in"] < BOTH_HOLD_S
                 now = "both" if u and a else "user" if u else "assistant" if a else ""
                 if now != last:
                     self.speakers.emit(now)
@@ -460,6 +490,11 @@ class EngineController(QObject):
             if sink is not None and getattr(player, "reference", None) is sink:
                 player.reference = None
             raise
+        detector = getattr(source, "barge_in", None)
+        if detector is not None and self._transcriber.vad is not None:
+            # while the answer plays, speech starts only once the barge-in detector heard the user: the utterance
+            # VAD alone would take the echo AEC3 leaks while it converges for the user (audio.aec.EchoGatedVAD)
+            self._transcriber.vad = EchoGatedVAD(self._transcriber.vad, detector)
         if stop.is_set():
             self._transcriber.stop()
         mon = threading.Thread(target=monitor, name="speakers", daemon=True)

@@ -226,6 +226,11 @@ class BargeInDetector:
         last: audio time (s) of the latest barge-in, or None.
         last_path: "vad" or "double_talk": the path of the latest barge-in, or None.
         last_p: Silero probability of the latest chunk.
+        armed: the far end was audible at the end of the latest block (a barge-in could fire there).
+        speech_onset: audio time (s) at which the speech the detector is in began (the first chunk of its VAD
+            candidate, or the double-talk chunk), or None when it is not in speech. Speech that began while the far
+            end was audible is in speech only once it fired a barge-in; :class:`EchoGatedVAD` relies on that.
+        speech_barged: the speech the detector is in fired a barge-in.
     """
 
     CHUNK = 512  # Silero chunk, samples at 16 kHz
@@ -264,6 +269,9 @@ class BargeInDetector:
         self.last: float | None = None  # audio time of the latest barge-in
         self.last_path: str | None = None
         self.last_p = 0.0
+        self.armed = False  # the far end was audible at the end of the latest block
+        self.speech_onset: float | None = None  # audio time (s) the current speech began (None: not in speech)
+        self.speech_barged = False  # the current speech fired a barge-in
         self._clean = np.zeros(0, np.float32)
         self._raw: np.ndarray | None = np.zeros(0, np.float32)
         self._floor: float | None = None
@@ -370,7 +378,11 @@ class BargeInDetector:
                 if vad and converging and armed and self.explain_margin_db is not None and self._unexplained == 0:
                     vad, self._cand = False, None  # while AEC3 converges: leaked echo, the far end explains it
                 if vad or fast:
+                    # onset: the first chunk of the VAD candidate, or this chunk for the double-talk path
+                    first = self._cand if vad and self._cand is not None else idx
+                    self.speech_onset = t_last - (n - i) * self.CHUNK / SR - (idx - first) * self.CHUNK / SR
                     self._in_speech, self._cand, self._silence = True, None, 0
+                    self.speech_barged = armed
                     if armed and not fired:
                         fired = True
                         self.last_path = "vad" if vad else "double_talk"
@@ -379,11 +391,119 @@ class BargeInDetector:
             elif p < max(0.05, min(self.threshold - 0.15, self.low_threshold - 0.1)):
                 self._silence += 1
                 if self._silence >= self.min_silence:
-                    self._in_speech, self._silence = False, 0
+                    self._in_speech, self._silence, self.speech_onset, self.speech_barged = False, 0, None, False
+        self.armed = armed
         if fired:
             self.last = t_end
             self.on_barge_in(t_end)
         return fired
+
+
+class EchoGatedVAD:
+    """The utterance VAD of an echo-cancelled microphone, steered by its :class:`BargeInDetector`: while the far end
+    is audible, speech starts only once the detector has heard the user, and an utterance the user began by barging
+    in starts where the detector heard them begin.
+
+    Why, (1): the utterance VAD (``audio.vad.StreamingVAD`` on the cleaned microphone) knows nothing of the
+    loudspeaker. While AEC3 converges (the first seconds of far end) the echo it leaks holds Silero near 0.5 (0.49
+    measured in the app's talk-over test); a start there is a barge-in with none of the detector's echo checks — the
+    answer stops, and the assistant's own words become a "user" utterance that is transcribed and answered. The
+    detector scores the same cleaned chunks with the same Silero model, so after its warm-up it is in speech before
+    the VAD starts (0.1 s against the VAD's 0.25 s); a start it has not confirmed is echo until shown otherwise.
+
+    Why, (2): during double talk AEC3's suppressor cuts the user's first words along with the echo (until the
+    barge-in has stopped playback and the room's echo has died away), so the VAD reaches 0.5 for 0.25 s only
+    later — up to a word later, beyond the ASR's pre-roll: "Hold on, can you repeat…" was transcribed "Can you
+    repeat…". The detector's double-talk path hears the user in the first 32 ms chunk.
+
+    The rules, with ``onset`` the detector's speech onset (``speech_onset``) less the VAD's pad, never before the
+    end of the VAD's previous utterance:
+
+    * a "start" while the far end is audible (``detector.armed``) is held, with the events after it, until the
+      detector is in speech (a barge-in, or speech that began with no far end): released at ``onset`` (the echo
+      before the user's first word is not decoded as theirs; the user's first word is); the held "pause"/"turn"
+      events are dropped (pauses in the echo) — or until the far end has gone quiet (``armed`` False) while the VAD
+      still hears speech (p ≥ its threshold): released as it was, no echo explains it — or until the VAD ends the
+      utterance, or the stream ends: it was echo, every held event is dropped (``dropped`` counts them);
+    * a "start" while the far end is quiet, in speech that fired a barge-in (``detector.speech_barged``): moved back
+      to ``onset`` when that is earlier;
+    * everything else passes unchanged.
+
+    Call it exactly like the VAD, on the same blocks, after the detector has scored them (``EchoCancelledSource``
+    runs the detector before it yields a block). Other attributes are the wrapped VAD's.
+
+    Args:
+        vad: the utterance VAD (``audio.vad.StreamingVAD``).
+        detector: the :class:`BargeInDetector` watching the same cleaned stream.
+
+    Attributes:
+        dropped: utterances dropped as echo.
+        moved: starts moved to the detector's onset (earlier or later).
+    """
+
+    def __init__(self, vad, detector: BargeInDetector):
+        self.vad = vad
+        self.detector = detector
+        self._held: list | None = None  # events of an unconfirmed utterance, its start first
+        self.dropped = 0
+        self.moved = 0
+
+    def __getattr__(self, name):
+        if name == "vad":  # not set yet (copy, pickle): no recursion through the line below
+            raise AttributeError(name)
+        return getattr(self.vad, name)
+
+    def _onset(self) -> float | None:
+        """The detector's speech onset less the VAD's pad, not before the VAD's previous utterance ended (s)."""
+        if self.detector.speech_onset is None:
+            return None
+        floor = getattr(self.vad, "last_end", 0) / self.vad.sr
+        return max(floor, self.detector.speech_onset - self.vad.pad / self.vad.sr)
+
+    def _start_at(self, start, t: float | None):
+        from dataclasses import replace
+
+        if t is None or abs(t - start.t) < 1e-6:
+            return start
+        self.moved += 1
+        self.vad.utt_start = int(round(t * self.vad.sr))  # the end-of-turn model reads the utterance from there
+        return replace(start, t=t)
+
+    def _confirm(self, out: list) -> None:
+        """Release a held start the detector has confirmed (it is in speech: it heard the user)."""
+        if self._held is not None and self.detector.speech_onset is not None:
+            out.append(self._start_at(self._held[0], self._onset()))
+            self._held = None
+
+    def _gate(self, events: list) -> list:
+        out: list = []
+        self._confirm(out)  # the detector scored this block before the VAD: a confirmation in it comes first
+        for ev in events:
+            if self._held is not None:
+                if ev.kind == "end":
+                    self._held, self.dropped = None, self.dropped + 1
+                else:
+                    self._held.append(ev)
+            elif ev.kind == "start" and self.detector.armed:
+                self._held = [ev]
+                self._confirm(out)
+            elif ev.kind == "start" and self.detector.speech_barged:
+                onset = self._onset()
+                out.append(self._start_at(ev, onset if onset is not None and onset < ev.t else None))
+            else:
+                out.append(ev)
+        if self._held is not None and not self.detector.armed and self.vad.last_prob >= self.vad.threshold:
+            out.append(self._held[0])
+            self._held = None
+        return out
+
+    def __call__(self, block: np.ndarray) -> list:
+        """As ``StreamingVAD.__call__``: the boundaries that became certain in ``block``, starts steered as above."""
+        return self._gate(self.vad(block))
+
+    def flush(self) -> list:
+        """End of stream: as ``StreamingVAD.flush``; an utterance still held is dropped (nothing confirmed it)."""
+        return self._gate(self.vad.flush())
 
 
 class EchoCancelledSource:

@@ -27,7 +27,8 @@ CONTEXT = 64
 class VadEvent:
     """A speech boundary. ``kind`` is "start", "pause" (silence began inside speech and has lasted the pad: the
     utterance ends at ``t`` unless speech resumes within ``min_silence_s``) or "end"; ``t`` is the audio time in
-    seconds (start includes the pre-roll pad; pause and end are the last speech sample plus the pad). With a
+    seconds (start includes the pre-roll pad, clipped at the previous utterance's end so that two utterances never
+    share audio; pause and end are the last speech sample plus the pad). With a
     ``turn_hook``, a "turn" event (same ``t`` as its pause, ``p`` = complete probability) follows each pause; an
     "end" at the same time follows it when the turn is judged complete."""
 
@@ -88,6 +89,7 @@ class StreamingVAD:
         self.last_prob = 0.0
         self.history: deque[np.ndarray] = deque()  # recent chunks, kept only with a turn hook
         self.utt_start = 0  # first sample of the current utterance (pad included)
+        self.last_end = 0  # sample at which the previous utterance ended (pad included)
         self.last_turn: VadEvent | None = None  # the latest "turn" decision
 
     def probs(self, chunks: np.ndarray) -> np.ndarray:
@@ -123,7 +125,9 @@ class StreamingVAD:
                         self.candidate_start = pos
                     if self.n - self.candidate_start >= self.min_speech:
                         self.in_speech = True
-                        self.utt_start = max(0, self.candidate_start - self.pad)
+                        # the pad never reaches back into the previous utterance: after a short pause (an end of
+                        # turn at a 0.2 s pause) the two would share audio and its words would be decoded twice
+                        self.utt_start = max(0, self.last_end, self.candidate_start - self.pad)
                         events.append(VadEvent("start", self.utt_start / self.sr))
             elif p < self.threshold - 0.15:
                 if not self.in_speech:
@@ -139,7 +143,8 @@ class StreamingVAD:
                         if self.turn_hook is not None and self._turn_complete(n_chunks - 1 - i, events):
                             continue
                     if self.n - self.silence_start >= self.min_silence:
-                        events.append(VadEvent("end", (self.silence_start + self.pad) / self.sr))
+                        self.last_end = self.silence_start + self.pad
+                        events.append(VadEvent("end", self.last_end / self.sr))
                         self.in_speech = False
                         self.candidate_start = None
                         self.silence_start = None
@@ -160,6 +165,7 @@ class StreamingVAD:
         events.append(self.last_turn)
         if p < self.turn_threshold:
             return False
+        self.last_end = self.silence_start + self.pad
         events.append(VadEvent("end", t))
         self.in_speech = False
         self.candidate_start = None
