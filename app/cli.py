@@ -24,13 +24,15 @@ from pathlib import Path
 import numpy as np
 
 EXIT_USAGE = 2
+LOG_LEVELS = ("debug", "info", "warning", "error")
 LIVE_COMMANDS = ("transcribe", "assist", "caption")
 BENCHES = {  # name → module with main(argv)
     "asr": "bench.asr_bench", "asr-stream": "bench.asr_stream_bench", "asr-offline": "bench.asr_offline_bench",
     "tts": "bench.tts_bench",
     "predgen": "bench.predgen_bench", "ssbd": "bench.ssbd_bench", "partial-streams": "bench.make_partial_streams",
     "voice": "bench.voice_bench", "soak": "bench.soak_bench", "caption": "bench.caption_bench",
-    "duplex": "bench.duplex_bench", "all": "bench.all",
+    "duplex": "bench.duplex_bench", "all": "bench.all", "verify-cost": "bench.gpu_verify_cost",
+    "conversation": "bench.conversation_bench",
 }
 
 
@@ -46,13 +48,18 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--model", action="append", default=[], metavar="ROLE=SPEC",
                         help="model for a role: embedded, a local path, or a hub id (repeatable)")
     common.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override any setting, e.g. --set vad.min_silence_s=0.8 (repeatable)")
+                        help=_set_help())
     common.add_argument("--out", default="out", help="directory for reports, WAVs and transcripts (default: out)")
     common.add_argument("--journal", default=None, metavar="FILE",
                         help="session journal, appended (default: OUT/journal.jsonl)")
     common.add_argument("--quiet", action="store_true", help="print only the final results")
+    common.add_argument("--models", default=None, metavar="DIR",
+                        help="a models folder (python -m engine.models export DIR) used before the model packages")
 
     p = argparse.ArgumentParser(prog="specvoice", description="Offline speculative voice assistant.")
+    p.add_argument("--version", action="version", version=f"specvoice {_version()}")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
+                   help="messages logged on stderr from this level up, for every command (default: warning)")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def src_args(sp, audio_required: bool):
@@ -77,11 +84,44 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks (method vs its AR baseline, JSON out)")
     b.add_argument("which", choices=list(BENCHES), help="which benchmark: " + ", ".join(BENCHES))
     b.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (see --help after its name)")
-    sub.add_parser("app", help="the desktop app (Qt)")
+    ap = sub.add_parser("app", help="the desktop app (Qt)")
+    ap.add_argument("--config", help="TOML configuration file (the dialog's saved edits apply on top)")
+    ap.add_argument("--models", default=None, metavar="DIR",
+                    help="a models folder (python -m engine.models export DIR) used before the model packages")
     m = sub.add_parser("models", parents=[common], help="resolve, join and verify every model role")
     m.add_argument("--verify", action="store_true", help="re-hash every file even if it was verified before")
     m.add_argument("--roles", default="", help="comma-separated roles (default: all)")
     return p
+
+
+def _version() -> str:
+    """The installed package's version (its metadata), or "unknown" when running from a tree never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("specvoice")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def configure_logging(level: str) -> None:
+    """Let log records from ``level`` ("debug", "info", "warning" or "error") up through, to stderr. A handler that
+    an embedding program (or a test harness) put on the root logger is kept rather than doubled."""
+    import logging
+
+    root = logging.getLogger()
+    root.setLevel(getattr(logging, level.upper()))
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("specvoice: %(levelname)s: %(name)s: %(message)s"))
+        root.addHandler(handler)
+
+
+def _set_help() -> str:
+    from engine.config import SECTIONS, SETTINGS
+
+    return (f"override any of the {len(SETTINGS)} settings, e.g. --set vad.min_silence_s=0.8 (repeatable); sections: "
+            f"{', '.join(SECTIONS)}; each setting's default, range and meaning: python -m engine.config")
 
 
 def _config(args):
@@ -93,7 +133,45 @@ def _config(args):
             raise _UsageError(f"--model expects ROLE=SPEC, got {item!r}")
         k, v = item.split("=", 1)
         models[k.strip()] = v.strip()
-    return load_config(args.config, models, args.set)
+    sets = list(args.set)
+    if getattr(args, "models", None):
+        sets.append(f"models.dir={_use_models_dir(args.models)}")
+    return load_config(args.config, models, sets)
+
+
+def _use_models_dir(path: str) -> str:
+    """Make ``path`` the models folder of this process and of every process it starts (``$SPECVOICE_MODELS_DIR``,
+    which :func:`engine.models.models_dir` reads: benchmarks and the codec voice load their own configuration).
+    Returns the absolute path.
+
+    Raises:
+        _UsageError: the folder does not exist.
+    """
+    import os
+
+    from engine.models import MODELS_DIR_ENV
+
+    p = Path(path).expanduser().resolve()
+    if not p.is_dir():
+        raise _UsageError(f"--models {path}: no such folder")
+    os.environ[MODELS_DIR_ENV] = str(p)
+    return str(p)
+
+
+def _pop_models_option(rest: list[str]) -> tuple[list[str], str | None]:
+    """``rest`` without ``--models DIR`` / ``--models=DIR`` (a benchmark's own options are left), and DIR."""
+    out, found, i = [], None, 0
+    while i < len(rest):
+        a = rest[i]
+        if a == "--models" and i + 1 < len(rest):
+            found, i = rest[i + 1], i + 2
+            continue
+        if a.startswith("--models="):
+            found = a.split("=", 1)[1]
+        else:
+            out.append(a)
+        i += 1
+    return out, found
 
 
 class _UsageError(Exception):
@@ -197,11 +275,16 @@ def _run_transcriber(args, cfg, rt, live: Live, on_event, printer, abort: thread
         KeyboardInterrupt: after the stream is stopped and what it finalised is journaled.
         Exception: what the ASR thread or ``on_event`` raised (the stream is stopped first).
     """
-    from engine.core.events import Error, FinalTranscript, PartialTranscript, SpeechEnded
+    from engine.core.events import Error, FinalTranscript, PartialTranscript, RevisedTranscript, SpeechEnded
     from engine.pipeline import Backlog, EventQueue
 
     events = EventQueue(maxsize=256)  # stale partials may be dropped; finals never
     st = rt.transcriber(live.source, events.put)
+    detector = getattr(live.source, "barge_in", None)  # speaker on (assist --mic): audio.aec.EchoCancelledSource
+    if detector is not None and st.vad is not None:
+        from audio.aec import EchoGatedVAD
+
+        st.vad = EchoGatedVAD(st.vad, detector)  # the answer's echo starts no utterance; a barge-in starts it
     live.transcriber = st
     result: dict = {}
     done = object()
@@ -225,10 +308,14 @@ def _run_transcriber(args, cfg, rt, live: Live, on_event, printer, abort: thread
             live.t_end[ev.utterance] = (ev.t_start, ev.t_end)
             if ev.text:  # journaled before it is shown: a crash loses nothing that was printed
                 e = eos.get(ev.utterance)
-                live.session.user(ev.utterance, ev.text, ev.t_start, ev.t_end, ev.wall - e if e else None)
+                live.session.user(ev.utterance, ev.text, ev.t_start, ev.t_end, ev.wall - e if e else None,
+                                  language=ev.language)
                 live.append_text(f"{args.cmd}-transcript.txt",
                                  f"[{offset + ev.t_start:.2f}-{offset + ev.t_end:.2f}] {ev.text}\n")
             printer.line(f"you: {ev.text}")
+        elif isinstance(ev, RevisedTranscript):  # the second pass: journaled (the exports show it), then shown
+            live.session.revision(ev.utterances, ev.texts, ev.t_start, ev.t_end, ev.language)
+            printer.line(f"you (revised): {ev.text}")
         elif isinstance(ev, Backlog):
             printer.line("(speech recognition is back in step)" if ev.caught_up else
                          f"(speech recognition is {ev.behind_s:.1f} s behind; catching up, no audio is dropped)")
@@ -281,8 +368,8 @@ def _asr_report(st, cfg) -> dict:
     utts = []
     for u in s.utterances:
         utts.append({
-            "text": u.text, "t_start": _r(u.t_start), "t_end": _r(u.t_end), "updates": u.updates,
-            "asr_compute_s": _r(u.asr_compute_s),
+            "text": u.text, "language": u.language, "revised_text": u.revised_text,
+            "t_start": _r(u.t_start), "t_end": _r(u.t_end), "updates": u.updates, "asr_compute_s": _r(u.asr_compute_s),
             "eos_to_final_s": _r(u.final_wall - u.eos_wall) if u.final_wall and u.eos_wall else None,
             "vad_decision_s": _r(u.vad_end_wall - u.eos_wall) if u.vad_end_wall and u.eos_wall else None,
         })
@@ -292,6 +379,9 @@ def _asr_report(st, cfg) -> dict:
         "compute_s": _r(s.asr_compute_s), "rtf": _r(s.rtf, 4), "updates": s.updates,
         "eos_to_final_s_mean": _r(np.mean(lat)) if lat else None, "utterances": utts,
         "text": " ".join(u.text for u in s.utterances if u.text),
+        # the second pass (asr.revise_max_s): each utterance's latest text, and its share of compute_s
+        "revised_text": " ".join(t for t in st.texts.values() if t), "revisions": s.revisions,
+        "revise_compute_s": _r(s.revise_compute_s),
     }
 
 
@@ -386,10 +476,10 @@ def cmd_assist(args, cfg, rt, printer, live: Live) -> dict:
             conv.on_speech_start()  # the user speaks: the answer (generated or still playing) stops
             conv.on_playback_cut(player.stop())
         elif isinstance(ev, PartialTranscript):
-            conv.on_partial(ev.utterance, ev.source(cfg.llm.predgen_source))
+            conv.on_partial(ev.utterance, ev.source(cfg.llm.predgen_source), ev.language)
         elif isinstance(ev, FinalTranscript):
             finals[ev.utterance] = ev.wall
-            conv.on_final(ev.utterance, ev.text)
+            conv.on_final(ev.utterance, ev.text, ev.language)
 
     try:
         st = _run_transcriber(args, cfg, rt, live, on_event, printer)
@@ -532,7 +622,10 @@ def cmd_models(args, cfg, rt, printer, live=None) -> dict:
             info = {"path": str(m.path), "source": m.source, "kind": m.kind, "sha256": m.sha256 or None}
         rep[name] = {**info, "seconds": _r(time.perf_counter() - t0)}
         printer.line(f"{name:11s} ok  {info['path']}")
-    return {"models": rep}
+    devices = rt.devices()
+    for stage, d in devices.items():
+        printer.line(f"{stage:11s} {d['device']:5s} {d['runs']} ({stage}.device = {d['setting']})")
+    return {"models": rep, "devices": devices}
 
 
 def cmd_export(args) -> int:
@@ -569,26 +662,48 @@ def main(argv: list[str] | None = None) -> int:
     from audio.io import AudioError
     from engine.config import ConfigError
     from engine.llm.protocol import ModelLoadError
-    from engine.llm.remote.adapter import RemoteLMError
+    from engine.llm.remote import RemoteLMError
     from engine.models import ModelError
 
     args = _parser().parse_args(argv)
+    configure_logging(args.log_level)
     for stream in (sys.stdout, sys.stderr):  # a transcript in any language must not crash a narrow console
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     if args.cmd == "app":
+        from app.desktop_check import check_platform_libraries
+
+        problem = check_platform_libraries()  # before Qt: a missing X11 library is one line here, not Qt's abort
+        if problem:
+            print(f"specvoice: error: {problem}", file=sys.stderr)
+            return EXIT_USAGE
         try:
             from app.main_window import run_app
         except ImportError as e:
             print(f"specvoice: error: the desktop app needs PySide6 (pip install 'specvoice[app]'): {e}",
                   file=sys.stderr)
             return EXIT_USAGE
-        return run_app([sys.argv[0]])
+        try:  # the file and the environment the CLI reads: a bad one is one line here, not a window later
+            from engine.config import load_config
+
+            if args.models:  # the app's runtimes resolve models from DIR ($SPECVOICE_MODELS_DIR)
+                _use_models_dir(args.models)
+            load_config(args.config)
+        except (ConfigError, _UsageError) as e:
+            print(f"specvoice: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        return run_app([sys.argv[0]], config_path=args.config)
     if args.cmd == "bench":
         import importlib
 
         module = BENCHES[args.which]
-        rest = list(args.rest)
+        rest, models_dir = _pop_models_option(list(args.rest))
+        if models_dir:  # every benchmark, and every job of ``bench all``, resolves its models from DIR
+            try:
+                _use_models_dir(models_dir)
+            except _UsageError as e:
+                print(f"specvoice: error: {e}", file=sys.stderr)
+                return EXIT_USAGE
         if args.which == "predgen" and ("--backend=remote" in rest or any(
                 a == "--backend" and b == "remote" for a, b in zip(rest, rest[1:]))):
             module = "bench.remote_bench"  # the same streams over an LLM server vs in-process
@@ -621,6 +736,7 @@ def main(argv: list[str] | None = None) -> int:
             report["session"] = live.session.id
         report.update(COMMANDS[args.cmd](args, cfg, rt, printer, live))
         report["models"] = report.get("models") or rt.describe()
+        report["devices"] = report.get("devices") or rt.devices()  # where each stage ran (engine/devices.py)
         report["load_s"] = rt.load_times.seconds
     except (AudioError, ModelError, ConfigError, ModelLoadError, RemoteLMError, _UsageError) as e:
         print(f"specvoice: error: {e}", file=sys.stderr)

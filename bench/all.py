@@ -12,8 +12,15 @@ into ``--out`` only when the command exits 0, so a failed or interrupted run nev
 (the scratch folder is kept and named for inspection). A failing job is reported and the next one runs; the exit
 status is 1 when any job failed, 130 when interrupted. At the end a table lists job, seconds, status and output.
 
+One job is not a benchmark: ``tests-slow`` runs the slow-marked tests (``python -m pytest -m slow``; the default
+pytest run leaves them out) and its JSON records each test's outcome and duration, the counts and pytest's exit
+status (tests/conftest.py's ``--results-json``). Like any job, a run with a failing test is reported as failed and its
+file stays in the kept scratch folder.
+
 Options: ``--list`` (the jobs, their commands and estimated durations; runs nothing), ``--only NAME ...``,
 ``--skip-slow`` (leave out jobs estimated over 10 minutes on a 2-core CPU), ``--dry-run`` (print what would run).
+``--device cuda|cpu [--tiny]`` runs the GPU suite instead (bench/gpu_suite.py: every stage on that device, its
+JSONs under bench/results/gpu/<device>/).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ OUT = "{out}"  # placeholder in a job's argv: the JSON file the command writes
 SCRATCH = "{scratch}"  # placeholder: a folder for commands that name their own report file
 
 ENTRY = ["-m", "app.cli"]  # the ``specvoice`` entry point, run as ``python -m app.cli``
+PYTEST_ENTRY = ["-m", "pytest"]  # a job whose tool is "pytest": the test suite, from the repository root
 
 ASR_METHODS = ("ar,ar_ct2,ssd_acc,ssd_rtfx,ssd_acc_rejoin,ssd_rtfx_rejoin,"
                "sd8,sd16,sd8x2,adaptive,recycling,tree,ctc_draft")
@@ -61,6 +69,7 @@ class Job:
         report: for a command that names its own file (``assist`` writes ``OUT/assist-report.json``): that file's
             name inside :data:`SCRATCH`, kept as ``output``. None: the command writes :data:`OUT` itself.
         about: what the job measures (printed by ``--list``).
+        tool: "specvoice" (``argv`` is a ``specvoice`` command line) or "pytest" (``argv`` is ``python -m pytest``'s).
     """
 
     name: str
@@ -69,6 +78,7 @@ class Job:
     estimate_s: int
     report: str | None = None
     about: str = ""
+    tool: str = "specvoice"
 
     @property
     def slow(self) -> bool:
@@ -78,7 +88,18 @@ class Job:
     @property
     def bench(self) -> str | None:
         """The benchmark name (``specvoice bench NAME``), or None for another command."""
-        return self.argv[1] if self.argv[0] == "bench" else None
+        return self.argv[1] if self.tool == "specvoice" and self.argv[0] == "bench" else None
+
+    @property
+    def entry(self) -> list[str]:
+        """The Python arguments before :meth:`args` that start the job's tool (``python -m app.cli`` or
+        ``python -m pytest``)."""
+        return ENTRY if self.tool == "specvoice" else PYTEST_ENTRY
+
+    @property
+    def prefix(self) -> str:
+        """The tool as a user types it: "specvoice" or "python -m pytest"."""
+        return "specvoice" if self.tool == "specvoice" else "python -m pytest"
 
     def args(self, output: Path | str, scratch: Path | str) -> list[str]:
         """The command line with the placeholders filled in."""
@@ -87,7 +108,7 @@ class Job:
     def command(self, out_dir: Path | str, scratch: Path | str = "SCRATCH") -> str:
         """The command as a user would type it, writing into ``out_dir``."""
         target = Path(out_dir) / self.output
-        line = "specvoice " + shlex.join(self.args(target, scratch))
+        line = f"{self.prefix} " + shlex.join(self.args(target, scratch))
         if self.report:
             line += f"  && cp {shlex.quote(str(Path(scratch) / self.report))} {shlex.quote(str(target))}"
         return line
@@ -157,6 +178,12 @@ JOBS: tuple[Job, ...] = (
     Job("asr-offline", "asr_offline_shift.json", _bench("asr-offline"), 1020,
         about="the noise floor of the streaming WER target: offline greedy and beam 5 on both corpora, again after "
               "0.05-0.5 s of silence put before each file, scored against the unshifted beam-5 transcript"),
+    Job("conversation", "conversation.json", _bench("conversation"), 1300,
+        about="conversational speech in real time (bench/data/conversation: 2-4 voices, hesitations, fillers, "
+              "restarts, backchannels, overlaps; clean, reverb, babble, telephone) and the real recordings: WER vs "
+              "text and offline beam 5 per file and condition, offline greedy in the same run; the English-German "
+              "read text and French/German/Spanish utterances with asr.language=auto: language ID, captions into "
+              "English (chrF)"),
     # -- ASR decoding ----------------------------------------------------------------------------------------------
     Job("asr", "asr.json", _bench("asr", "--methods", ASR_METHODS), 1320,
         about="every decoding method on the same encoder output, 41 held-out inputs"),
@@ -203,6 +230,10 @@ JOBS: tuple[Job, ...] = (
         about="the duplex benchmark's barge-in part on three more seeds of its generator (audio time)"),
     Job("soak", "soak.json", _bench("soak", "--minutes", "60", "--speed", "1"), 3700,
         about="an hour of speech through the live transcription pipeline: RSS, queues, latency per 10 min"),
+    # -- the slow-marked tests -------------------------------------------------------------------------------------
+    Job("tests-slow", "tests_slow.json", ("-m", "slow", "--results-json", OUT), 1800, tool="pytest",
+        about="the slow-marked tests, which the default pytest run leaves out (end to end: an hour of speech, the "
+              "desktop app, an LLM server): each test's outcome and duration"),
 )
 
 
@@ -222,7 +253,7 @@ def _show(p: Path) -> str:
         return str(p)
 
 
-def _print_jobs(jobs, out_dir: Path, header: str) -> None:
+def _print_jobs(jobs, out_dir: Path, header: str, machine: str = "a 2-core CPU") -> None:
     print(header)
     for j in jobs:
         flag = ", slow" if j.slow else ""
@@ -231,7 +262,7 @@ def _print_jobs(jobs, out_dir: Path, header: str) -> None:
             print(f"    {j.about}")
         print(f"    {j.command(_show(out_dir))}")
     total = sum(j.estimate_s for j in jobs)
-    print(f"\n{len(jobs)} job(s), ~{_fmt_s(total)} in all on a 2-core CPU")
+    print(f"\n{len(jobs)} job(s), ~{_fmt_s(total)} in all on {machine}")
 
 
 def run_job(job: Job, out_dir: Path) -> tuple[str, Path | None]:
@@ -239,8 +270,9 @@ def run_job(job: Job, out_dir: Path) -> tuple[str, Path | None]:
     "failed (...)" or "interrupted"; the scratch folder kept for inspection, or None)."""
     scratch = Path(tempfile.mkdtemp(prefix=f"specvoice-bench-{job.name}-"))
     produced = scratch / (job.report or job.output)
-    cmd = [sys.executable, *ENTRY, *job.args(scratch / job.output, scratch)]
-    print(f"$ specvoice {shlex.join(cmd[1 + len(ENTRY):])}", flush=True)
+    entry = job.entry
+    cmd = [sys.executable, *entry, *job.args(scratch / job.output, scratch)]
+    print(f"$ {job.prefix} {shlex.join(cmd[1 + len(entry):])}", flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     try:
         rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
@@ -268,8 +300,13 @@ def _parser() -> argparse.ArgumentParser:
         prog="specvoice bench all",
         description="Every benchmark behind a README figure, one after another, each in its own process; "
                     "results replace the files under --out only when their job succeeds.")
-    p.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
-                   help="folder for the result JSONs (default: bench/results/)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="folder for the result JSONs (default: bench/results/; with --device: see bench/gpu_suite.py)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                   help="instead of the README's jobs, the GPU suite (bench/gpu_suite.py) with every stage on this "
+                        "device; cuda without a visible CUDA device fails at once")
+    p.add_argument("--tiny", action="store_true",
+                   help="with --device: the suite's jobs on the smallest inputs (a check that they run, not a result)")
     p.add_argument("--list", action="store_true", help="print the jobs and the command each runs; run nothing")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these jobs (names as --list prints them)")
     p.add_argument("--skip-slow", action="store_true", help=f"leave out jobs estimated over {SLOW_S // 60} minutes")
@@ -282,23 +319,37 @@ def main(argv: list[str] | None = None) -> int:
     succeeded, 1 when any failed, 130 when interrupted."""
     ap = _parser()
     a = ap.parse_args(argv)
-    out_dir = Path(a.out).expanduser().resolve()
-    jobs = list(JOBS)
+    jobs, suite = list(JOBS), None
+    if a.device:
+        from bench.gpu_suite import Suite, SuiteError
+
+        try:
+            suite = Suite(a.device, tiny=a.tiny)
+        except SuiteError as e:
+            print(f"specvoice bench all: error: {e}", file=sys.stderr)
+            return 2
+        jobs = [Job(**j) for j in suite.jobs]
+    elif a.tiny:
+        ap.error("--tiny needs --device")
+    out_dir = Path(a.out or (suite.default_out if suite else DEFAULT_OUT)).expanduser().resolve()
+    machine = (suite.estimates_on,) if suite else ()
     if a.only:
         unknown = [n for n in a.only if n not in job_names(jobs)]
         if unknown:
             ap.error(f"unknown job(s) {', '.join(unknown)}; choose from: {', '.join(job_names(jobs))}")
         jobs = [j for j in jobs if j.name in a.only]
     if a.list:
-        _print_jobs(jobs, out_dir, f"benchmark jobs (outputs under {_show(out_dir)}):")
+        _print_jobs(jobs, out_dir, f"benchmark jobs (outputs under {_show(out_dir)}):", *machine)
         return 0
     skipped = [j for j in jobs if a.skip_slow and j.slow]
     todo = [j for j in jobs if j not in skipped]
     if a.dry_run:
-        _print_jobs(todo, out_dir, f"dry run: would run, in this order (outputs under {_show(out_dir)}):")
+        _print_jobs(todo, out_dir, f"dry run: would run, in this order (outputs under {_show(out_dir)}):", *machine)
         if skipped:
             print("skipped (slow): " + ", ".join(j.name for j in skipped))
         return 0
+    if suite is not None:
+        suite.start(out_dir)  # the jobs' configuration (every stage on --device) and out_dir/device.json
 
     rows: dict[str, tuple[str, str, str, str]] = {
         j.name: (j.name, "-", "skipped (slow)", "-") for j in skipped}

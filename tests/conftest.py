@@ -17,8 +17,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 @pytest.fixture(scope="session")
 def jfk_path() -> Path:
-    if not JFK.exists():
-        pytest.skip(f"{JFK} not available")
+    assert JFK.is_file(), f"{JFK} is committed to the repository; it is missing from this checkout"
     return JFK
 
 
@@ -79,3 +78,66 @@ def same_or_near_tie(lm, prompt, a, b, tol=0.5):
     gap = abs(float(row[a[d]]) - float(row[b[d]]))
     assert gap < tol, f"outputs differ at {d} with logit gap {gap:.3f}: not a near-tie"
     return d
+
+
+# -- --results-json: what a run of the suite (or of its slow tests) recorded, one JSON -----------------------------
+def pytest_addoption(parser):
+    parser.addoption("--results-json", metavar="FILE", default=None,
+                     help="write every test's outcome and duration, the counts and the exit status to FILE (JSON); "
+                          "`specvoice bench all --only tests-slow` runs the slow-marked tests with it")
+
+
+_OUTCOMES: dict[str, dict] = {}  # node id → {"outcome", "seconds", "reason"}, in the order the tests ran
+_STARTED: dict = {}  # "at": local time the session started (ISO), "t0": its time.monotonic()
+
+
+def pytest_runtest_logreport(report):
+    rec = _OUTCOMES.setdefault(report.nodeid, {"outcome": "passed", "seconds": 0.0, "reason": ""})
+    rec["seconds"] = round(rec["seconds"] + report.duration, 3)
+    if report.failed:  # a failed setup or teardown is an error; a failed call a failure
+        rec["outcome"] = "failed" if report.when == "call" else "error"
+        crash = getattr(report.longrepr, "reprcrash", None)  # "AssertionError: ..." rather than the traceback
+        text = (crash.message if crash is not None else str(report.longrepr)).strip()
+        rec["reason"] = rec["reason"] or (text.splitlines()[0][:500] if text else "")
+    elif report.skipped and rec["outcome"] == "passed":
+        rec["outcome"] = "skipped"
+        rec["reason"] = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
+def pytest_sessionstart(session):
+    import time
+
+    _STARTED.update(at=time.strftime("%Y-%m-%dT%H:%M:%S"), t0=time.monotonic())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = session.config.getoption("results_json")
+    if not path:
+        return
+    import json
+    import platform
+    import time
+
+    args = list(session.config.invocation_params.args)
+    for i, arg in reversed(list(enumerate(args))):  # the command without where its record went (a scratch path)
+        if arg == "--results-json":
+            del args[i:i + 2]
+        elif arg.startswith("--results-json="):
+            del args[i]
+    tests = [{"id": k, **v} for k, v in _OUTCOMES.items()]
+    counts = {o: sum(t["outcome"] == o for t in tests) for o in ("passed", "failed", "error", "skipped")}
+    doc = {
+        "command": " ".join(["python -m pytest", *args]),
+        "markers": session.config.getoption("markexpr") or "",
+        "started": _STARTED.get("at"),
+        "seconds": round(time.monotonic() - _STARTED.get("t0", time.monotonic()), 1),
+        "exit_status": int(exitstatus),
+        "passed": int(exitstatus) == 0 and counts["passed"] > 0,
+        "counts": counts,
+        "tests": tests,
+        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                    "processor": platform.processor() or platform.machine(), "python": platform.python_version()},
+    }
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-pytest.importorskip("PySide6")
 
 from PySide6.QtCore import QSettings  # noqa: E402
 
@@ -19,7 +18,7 @@ from engine.core.events import Caption  # noqa: E402
 
 from .conftest import QUESTION, ROOT  # noqa: E402
 
-ENGINE_THREADS = {"session", "capture", "asr", "answer", "caption", "tts", "speakers"}  # the engine's threads
+ENGINE_THREADS = {"session", "capture", "asr", "revise", "answer", "caption", "tts", "speakers"}  # the engine's threads
 SHOTS = Path(os.environ.get("SPECVOICE_SCREENSHOTS", "")) if os.environ.get("SPECVOICE_SCREENSHOTS") else None
 
 
@@ -242,25 +241,51 @@ def _engine_threads() -> set[str]:
     return {t.name for t in threading.enumerate() if t.is_alive()} & ENGINE_THREADS
 
 
-def test_stop_returns_at_once_and_the_session_ends_in_the_background(qtbot, window, jfk_path):
-    import time
+def test_stop_returns_at_once_and_the_session_ends_in_the_background(qtbot, window, jfk_path, monkeypatch):
+    """stop() on the GUI thread never waits on a worker: with the caption translation held inside the translator
+    (by this test, until stop() has returned), stop() returns while it is still held, and the session then ends on
+    its own. A stop() that joined the worker would return only once the hold gave up (``released`` False)."""
+    import threading
 
+    import engine.runtime
+
+    entered, gate, released = threading.Event(), threading.Event(), []
+    build = engine.runtime.build_translator
+
+    def held_translator(cfg, rt, target, **kw):
+        tr = build(cfg, rt, target, **kw)
+        translate = tr.translate_ssbd
+
+        def translate_ssbd(*a, **k):
+            if not entered.is_set():
+                entered.set()
+                released.append(gate.wait(120))  # True: released by this test; False: the hold gave up
+            return translate(*a, **k)
+
+        tr.translate_ssbd = translate_ssbd
+        return tr
+
+    monkeypatch.setattr(engine.runtime, "build_translator", held_translator)
     w = window
-    partials = []
-    w.ctl.partial.connect(lambda *a: partials.append(a))
     w.mode_caption.setChecked(True)  # a translation in flight as well as the ASR
     w.add_file_input(str(jfk_path))
     w.handsfree.setChecked(True)
-    qtbot.waitUntil(lambda: len(partials) >= 1, timeout=240_000)  # the session is live
-    t0 = time.monotonic()
-    with qtbot.waitSignal(w.ctl.session_ended, timeout=60_000):
+    qtbot.waitUntil(entered.is_set, timeout=240_000)  # the session is live and a translation is held
+    with qtbot.waitSignal(w.ctl.session_ended, timeout=180_000):
         w.handsfree.setChecked(False)  # the GUI thread calls stop()
-        assert time.monotonic() - t0 < 0.25  # it returned at once (it used to join for up to 60 s)
+        held = (not released, w.ctl.stopping())  # it returned with the worker still held: nothing was joined
+        gate.set()
+    assert held == (True, True) and released == [True]
     qtbot.waitUntil(lambda: not w.ctl.running() and not _engine_threads(), timeout=60_000)
 
 
 def test_closing_the_window_mid_answer_leaves_no_thread(qtbot, tmp_path, store, small_gguf):
-    import time
+    """Closing the window while an answer is being generated and spoken returns without waiting on the answer's
+    worker (held by this test in its first sentence's signal until close() has returned), and every engine thread
+    ends after it."""
+    import threading
+
+    from PySide6.QtCore import Qt
 
     from app.controller import EngineController
     from app.main_window import MainWindow
@@ -271,14 +296,22 @@ def test_closing_the_window_mid_answer_leaves_no_thread(qtbot, tmp_path, store, 
     qtbot.addWidget(w)
     w.output_pick.setCurrentIndex(w.output_pick.findData("none"))
     w.show()
-    sentences = []
-    w.ctl.answer_sentence.connect(lambda u, i, t: sentences.append(t))
+    entered, gate, released = threading.Event(), threading.Event(), []
+
+    def hold(*_):  # runs on the worker that emitted the sentence (a direct connection)
+        if not entered.is_set():
+            entered.set()
+            released.append(gate.wait(120))  # True: released by this test; False: the hold gave up
+
+    w.ctl.answer_sentence.connect(hold, Qt.DirectConnection)
     w.add_file_input(str(QUESTION))
     w.handsfree.setChecked(True)
-    qtbot.waitUntil(lambda: bool(sentences), timeout=240_000)  # the answer is being generated and spoken
-    t0 = time.monotonic()
+    qtbot.waitUntil(entered.is_set, timeout=240_000)  # the answer is being generated and spoken
     w.close()
-    assert time.monotonic() - t0 < 0.5
+    held = (not released, w.ctl.running())  # close() returned with the answer's worker still held
+    gate.set()
+    qtbot.waitUntil(lambda: bool(released), timeout=60_000)
+    assert held == (True, True) and released == [True]
     qtbot.waitUntil(lambda: not w.ctl.running() and not _engine_threads(), timeout=60_000)
     kinds = [it.kind for it in History(tmp_path / "history.jsonl").items]
     assert kinds[:1] == ["user"]  # what was shown before the close is in the journal
@@ -417,13 +450,14 @@ class SimulatedRoom:
     a decaying noise tail, gain 0.5) plus the user's script: the question at 0.5 s, then the interruption once
     ``interrupt_after_s`` of answer audio was played and at least ``talking_on_s`` more is queued (the user talks
     over the assistant while it speaks, not into a gap between two synthesised pieces), then ``tail_s`` of room
-    noise."""
+    noise. However late the answer comes (a loaded CPU), the microphone waits for it: it ends after the
+    interruption's tail, or after ``max_s`` of audio when no interruption could be spoken."""
 
     available = True
     SR = 16000
 
     def __init__(self, question, interruption, interrupt_after_s=4.0, talking_on_s=1.0, tail_s=5.0, delay_ms=80,
-                 gain=0.5):
+                 gain=0.5, max_s=300.0):
         import threading
 
         import numpy as np
@@ -450,7 +484,8 @@ class SimulatedRoom:
         self.answer_on = None  # audio time the first answer sample was played, s
         self.answer_played = 0.0  # answer audio played so far, s
         self.interrupt_on = None  # audio time the interruption starts, s
-        self.noise = rng.standard_normal(60 * self.SR).astype(np.float32) * 3e-4
+        self.max_s = max_s
+        self.noise = rng.standard_normal(int(max_s * self.SR)).astype(np.float32) * 3e-4
 
     # -- the player -------------------------------------------------------------------------------------------
     def play(self, samples, sample_rate):
@@ -497,7 +532,7 @@ class SimulatedRoom:
             def __iter__(self):
                 block, sr = 1600, room.SR
                 far_hist = np.zeros(len(room.ir), np.float32)
-                user = np.zeros(60 * sr, np.float32)
+                user = np.zeros(int(room.max_s * sr), np.float32)
                 q0 = int(0.5 * sr)
                 user[q0:q0 + len(room.question)] = room.question
                 t0, i, end = time.monotonic(), 0, None
@@ -539,7 +574,6 @@ class SimulatedRoom:
         return RoomMic()
 
 
-@pytest.mark.slow  # real-time duplex session; intermittent on 2 cores (the interruption is sometimes missed or late)
 def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, small_gguf, runtime):
     """The GUI's duplex wiring on real models (ASR, VAD, LLM, Piper, WebRTC APM, Smart Turn): the answer plays on a
     (simulated) loudspeaker whose echo reaches the microphone. The microphone is echo-cancelled, so the assistant's
@@ -548,7 +582,9 @@ def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, sma
 
     The interruption comes once 4 s of the session's first answer were played, while it goes on (as a user
     interrupts), so after the barge-in detector's 3 s warm-up (AEC3 converging, when it takes only speech well above
-    the echo); the echo (gain 0.5, the answer's peaks near full scale) is about as loud as the user (peak 0.4)."""
+    the echo); the echo (gain 0.5, the answer's peaks near full scale) is about as loud as the user (peak 0.4).
+    However late the answer comes on a loaded CPU, the room's microphone waits for it, and every time asserted is
+    audio time: the outcome does not depend on the machine's speed."""
     import threading
 
     import numpy as np
@@ -596,7 +632,7 @@ def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, sma
     w.ctl.echo_cancelling.connect(lambda on: seen["aec"].append(on))
     w.ctl.answer_done.connect(lambda u, text, interrupted: seen["done"].append(interrupted))
     qtbot.waitUntil(lambda: w.loading.isHidden(), timeout=240_000)
-    with qtbot.waitSignal(w.ctl.session_ended, timeout=300_000):
+    with qtbot.waitSignal(w.ctl.session_ended, timeout=600_000):
         w.handsfree.setChecked(True)
     assert seen["aec"] == [True] and w.m_aec.text().startswith("on")
     assert room.answer_on is not None, seen["final"]  # the answer played
@@ -605,7 +641,10 @@ def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, sma
     # the echo of the answer started no utterance: every final lies in the question or in the interruption
     for text, t0, t1 in seen["final"]:
         assert t1 <= room.answer_on + 0.3 or t1 >= onset, (text, t0, t1, room.answer_on, onset)
-    assert any("repeat" in text.lower() for text, _, _ in seen["final"]), seen["final"]
+    # the interruption's words reached the transcript: the end of its sentence, whole ("Hold on" is spoken under
+    # double talk, where AEC3's suppressor may garble it)
+    said = " ".join(text for text, _, t1 in seen["final"] if t1 >= onset).lower()
+    assert "can you repeat the last part" in " ".join(re.sub(r"[^a-z']+", " ", said).split()), seen["final"]
     # barged in by the user only, soon after the onset; the barge-in stopped playback, dropping the answer audio still
     # queued (the answer is not marked interrupted: 4 s into its playback its text and audio were all produced, and
     # AnswerDone's flag reports a cancelled generation, not a cut playback)
@@ -613,6 +652,10 @@ def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, sma
     assert all(t >= onset for t, _ in seen["barge"]), seen["barge"]
     t_barge = seen["barge"][0][0]
     assert any(t_barge - 0.3 <= t <= t_barge + 0.1 for t, _ in room.cuts), (room.cuts, t_barge, seen["done"])
+    # the interruption's transcript holds the words that fired the barge-in (its utterance starts before it, though
+    # AEC3 muffles them) and none of the echo before them
+    first = next((t0 for _, t0, t1 in seen["final"] if t1 >= onset), None)
+    assert first is not None and onset - 0.5 <= first <= t_barge, (seen["final"], onset, t_barge)
     assert w.barge_ins == len(seen["barge"]) and w.m_barge.text().startswith(f"{len(seen['barge'])}×")
     # who is talking: the assistant while it played, both when the user spoke over it (the user's VAD events come
     # through the ASR thread, so under load they may lag the playback state); nobody at the end

@@ -227,3 +227,63 @@ def test_the_journal_and_the_exports_show_the_revised_text(tmp_path: Path):
     h.add(Item("user", "second half", 1.5, 2.0, utterance=1))
     h.revise([0, 1], ["the first half second half", ""], 0.0, 2.0)
     assert [it.text for it in h.items] == ["the first half second half"]  # a line left without words is gone
+
+
+class _Recording:
+    """Passes every decode to ``inner`` and notes (the utterance being decoded, seconds of audio decoded)."""
+
+    def __init__(self, inner, log, current):
+        self.inner, self.log, self.current = inner, log, current
+
+    def __getattr__(self, name):
+        import functools
+
+        v = getattr(self.inner, name)
+        if name not in ("transcribe", "transcribe_final"):
+            return v
+
+        @functools.wraps(v)
+        def decode(audio, *a, **k):
+            self.log.append((self.current[0], len(audio) / 16000))
+            return v(audio, *a, **k)
+
+        return decode
+
+
+def test_an_utterance_after_a_hesitation_is_decoded_after_the_previous_ones_audio_and_emits_only_its_own_words(rt):
+    """By default (``asr.context_gap_s``) the utterance after a short pause keeps the previous utterance's audio at
+    the head of its buffer: Whisper hears the sentence's first half while it decodes the second (as an offline
+    decode does), and only the new words are emitted."""
+    from audio.io import load_audio
+    from audio.sources import FileSource
+    from engine.core.events import SpeechStarted
+
+    if not HESITATION.exists():
+        pytest.skip(f"{HESITATION} not available")
+    cfg = rt.cfg
+    assert cfg.asr.context_gap_s > 0  # the default
+    evs, log, current = [], [], [None]
+
+    def emit(ev):
+        if isinstance(ev, SpeechStarted):
+            current[0] = ev.utterance
+        evs.append(ev)
+
+    rt.cfg = dataclasses.replace(cfg, asr=dataclasses.replace(cfg.asr, revise_max_s=0.0))  # the finals only
+    try:
+        st = rt.transcriber(FileSource(HESITATION, realtime=False), emit)
+    finally:
+        rt.cfg = cfg
+    st.backend = _Recording(st.backend, log, current)
+    st.run()
+    finals = [e for e in evs if isinstance(e, FinalTranscript) and e.text]
+    assert len(finals) == 2, [e.text for e in finals]  # the pause cut the sentence
+    first, second = finals
+    assert 0 < second.t_start - first.t_end < rt.cfg.asr.context_gap_s
+    # the second utterance's decodes hear the first's audio too (the buffer starts where the first did)
+    heard = max(s for u, s in log if u == second.utterance)
+    assert heard >= second.t_end - first.t_start - 0.3, (heard, first.t_start, second.t_end)
+    # ... and it emits only its own words, timed after the pause
+    assert all(w.start >= first.t_end - 0.3 for w in second.words), second.words
+    offline = "".join(w.text for w in rt.revise_backend().transcribe(load_audio(HESITATION), "").words)
+    assert _wer(offline, first.text + " " + second.text) <= 0.1, (offline, first.text, second.text)

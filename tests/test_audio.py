@@ -79,17 +79,48 @@ def test_vad_pause_comes_before_the_end_at_the_same_time(runtime, jfk_audio):
         assert pauses[-1][1] / 16000 >= end.t  # the audio up to the pause time was there when it was raised
 
 
-def test_file_source_paces_and_fast_mode(jfk_path):
+class _Clock:
+    """A monotonic clock that moves only when a source waits (stands in for ``time`` in audio.sources)."""
+
+    def __init__(self):
+        self.now, self.waits = 1000.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _ClockStop:
+    """A source's stop event that is never set; waiting on it advances :class:`_Clock` by the time waited."""
+
+    def __init__(self, clock: _Clock):
+        self.clock = clock
+
+    def is_set(self) -> bool:
+        return False
+
+    def wait(self, seconds: float) -> bool:
+        self.clock.waits.append(seconds)
+        self.clock.now += seconds
+        return False
+
+
+def test_file_source_paces_and_fast_mode(jfk_path, monkeypatch):
+    import audio.sources
+
     src = FileSource(jfk_path, block_s=0.1, realtime=False, trailing_silence_s=0)
     blocks = list(src)
     assert sum(len(b.samples) for b in blocks) == 176000
     assert blocks[1].t_start == pytest.approx(0.1)
-    import time
-
-    rt = ArraySource(np.zeros(8000, np.float32), block_s=0.1, realtime=True, trailing_silence_s=0)
-    t0 = time.monotonic()
-    list(rt)
-    assert time.monotonic() - t0 >= 0.45
+    # real-time pace: each block comes out when its last sample would have been heard, on the source's clock
+    clock = _Clock()
+    monkeypatch.setattr(audio.sources, "time", clock)
+    for realtime, due in ((True, [0.1, 0.2, 0.3, 0.4, 0.5]), (False, [0.0] * 5)):
+        clock.waits.clear()
+        src = ArraySource(np.zeros(8000, np.float32), block_s=0.1, realtime=realtime, trailing_silence_s=0)
+        src._stop = _ClockStop(clock)
+        t0 = clock.now
+        assert [round(b.wall - t0, 6) for b in src] == due
+        assert sum(clock.waits) == pytest.approx(due[-1]) and (len(clock.waits) == 5) == realtime
 
 
 def test_no_microphone_is_a_clear_error():

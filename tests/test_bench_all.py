@@ -5,6 +5,9 @@ No model loads: the parsers are stopped right after they parse, and the runner i
 from __future__ import annotations
 
 import argparse
+import ast
+import json
+import os
 import re
 import subprocess
 import sys
@@ -41,11 +44,11 @@ def test_every_cited_result_has_exactly_one_job():
 
 
 def test_every_committed_result_has_a_job():
-    try:
-        tracked = subprocess.run(["git", "ls-files", "bench/results/*.json"], cwd=ROOT, capture_output=True,
-                                 text=True, check=True).stdout.split()
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("not a git checkout")
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (an unpacked release): which results are committed is unknown")
+    tracked = subprocess.run(["git", "ls-files", "bench/results/*.json"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert tracked, "git lists no committed result"
     outputs = {j.output for j in ball.JOBS}
     missing = [p for p in tracked if Path(p).name not in outputs]
     assert not missing, f"committed results no job regenerates: {missing}"
@@ -57,8 +60,11 @@ def test_jobs_are_unique_and_complete():
     for j in ball.JOBS:
         assert j.output.endswith(".json") and "/" not in j.output
         assert j.estimate_s > 0 and j.slow == (j.estimate_s > 600)
+        assert j.tool in ("specvoice", "pytest")
         if j.report:
             assert ball.SCRATCH in j.argv and ball.OUT not in j.argv
+        elif j.tool == "pytest":
+            assert j.argv[-2:] == ("--results-json", ball.OUT)
         else:
             assert j.argv[-2:] == ("--out", ball.OUT)
 
@@ -104,7 +110,10 @@ class _Parsed(Exception):
         self.ns = ns
 
 
-@pytest.mark.parametrize("job", ball.JOBS, ids=ball.job_names())
+SPECVOICE_JOBS = [j for j in ball.JOBS if j.tool == "specvoice"]
+
+
+@pytest.mark.parametrize("job", SPECVOICE_JOBS, ids=ball.job_names(SPECVOICE_JOBS))
 def test_job_command_line_is_accepted(job, tmp_path, monkeypatch):
     """The job's argv goes through ``specvoice``'s own parser and the benchmark module's (found through the CLI's
     BENCHES table); parsing stops there, before anything loads."""
@@ -149,12 +158,76 @@ def test_method_names_exist():
             assert set(methods) <= known[j.bench], (j.name, set(methods) - known[j.bench])
 
 
+def _slow_marked_tests() -> set[str]:
+    """Names of the test functions in tests/ that carry ``pytest.mark.slow`` (as a decorator, or the module's
+    ``pytestmark``), read from the source."""
+    def is_slow(node) -> bool:
+        return "mark.slow" in ast.unparse(node)
+
+    names = set()
+    for path in (ROOT / "tests").glob("test_*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module_slow = any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+                          and is_slow(n.value) for n in tree.body)
+        for n in ast.walk(tree):
+            if isinstance(n, ast.FunctionDef) and n.name.startswith("test_") and (
+                    module_slow or any(is_slow(d) for d in n.decorator_list)):
+                names.add(n.name)
+    return names
+
+
+def test_tests_slow_job_collects_every_slow_marked_test(tmp_path):
+    """The tests-slow job's own command line, collect-only: pytest accepts it (the --results-json option included),
+    it selects exactly the slow-marked tests (the default run's ``-m 'not slow'`` is overridden), and it writes its
+    JSON."""
+    (job,) = [j for j in ball.JOBS if j.name == "tests-slow"]
+    assert job.tool == "pytest" and not job.report and job.slow
+    out = tmp_path / job.output
+    r = subprocess.run([sys.executable, *job.entry, *job.args(out, tmp_path), "--collect-only", "-q"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    collected = {line.split("::")[-1].split("[")[0] for line in r.stdout.splitlines() if "::" in line}
+    want = _slow_marked_tests()
+    assert "test_one_hour_of_speech" in want
+    assert collected == want, (collected ^ want)
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["markers"] == "slow" and doc["exit_status"] == 0 and doc["tests"] == [] and not doc["passed"]
+    assert doc["command"] == "python -m pytest -m slow --collect-only -q"  # not the scratch path
+
+
+def test_results_json_records_each_outcome(tmp_path):
+    """tests/conftest.py's --results-json on a sample suite: a pass, a failure, a skip and a fixture error, each
+    with its reason; the counts and pytest's exit status."""
+    (tmp_path / "conftest.py").write_text("from tests.conftest import (pytest_addoption, pytest_runtest_logreport,  "
+                                          "# noqa: F401\n    pytest_sessionfinish, pytest_sessionstart)\n")
+    (tmp_path / "test_sample.py").write_text(
+        "import pytest\n\n"
+        "def test_ok():\n    pass\n\n"
+        "def test_bad():\n    assert 1 == 2, 'one is not two'\n\n"
+        "@pytest.mark.skip(reason='not today')\ndef test_skipped():\n    pass\n\n"
+        "@pytest.fixture\ndef broken():\n    raise RuntimeError('the fixture broke')\n\n"
+        "def test_error(broken):\n    pass\n")
+    out = tmp_path / "results.json"
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--results-json", str(out),
+                        str(tmp_path)], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    tests = {t["id"].split("::")[-1]: t for t in doc["tests"]}
+    assert {k: t["outcome"] for k, t in tests.items()} == {
+        "test_ok": "passed", "test_bad": "failed", "test_skipped": "skipped", "test_error": "error"}
+    assert "one is not two" in tests["test_bad"]["reason"] and tests["test_ok"]["reason"] == ""
+    assert "not today" in tests["test_skipped"]["reason"] and "the fixture broke" in tests["test_error"]["reason"]
+    assert doc["counts"] == {"passed": 1, "failed": 1, "error": 1, "skipped": 1}
+    assert doc["exit_status"] == 1 and doc["passed"] is False and doc["machine"]["cpu_count"] >= 1
+
+
 _STAND_IN = r"""
 import pathlib, sys
 a = sys.argv[1:]
 if "fail" in a:
     sys.exit(3)
-out = pathlib.Path(a[a.index("--out") + 1])
+out = pathlib.Path(a[a.index("--results-json" if "--results-json" in a else "--out") + 1])
 target = out / "assist-report.json" if "assist" in a else out
 target.write_text('{"new": true}')
 """
@@ -162,6 +235,7 @@ target.write_text('{"new": true}')
 
 def test_failing_job_is_reported_and_the_rest_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ball, "ENTRY", ["-c", _STAND_IN])
+    monkeypatch.setattr(ball, "PYTEST_ENTRY", ["-c", _STAND_IN.replace('"new"', '"tests"')])
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
@@ -170,6 +244,8 @@ def test_failing_job_is_reported_and_the_rest_run(tmp_path, monkeypatch, capsys)
         ball.Job("bad", "bad.json", ("bench", "fail", "--out", ball.OUT), 1),
         ball.Job("report", "report.json", ("assist", "--out", ball.SCRATCH), 1, report="assist-report.json"),
         ball.Job("slow", "slow.json", ("bench", "x", "--out", ball.OUT), 3600),
+        ball.Job("tests", "tests.json", ("-m", "slow", "--results-json", ball.OUT), 1, tool="pytest"),
+        ball.Job("tests-fail", "tests_fail.json", ("fail", "--results-json", ball.OUT), 1, tool="pytest"),
     )
     monkeypatch.setattr(ball, "JOBS", jobs)
     out = tmp_path / "results"
@@ -179,16 +255,18 @@ def test_failing_job_is_reported_and_the_rest_run(tmp_path, monkeypatch, capsys)
     assert (out / "good.json").read_text() == '{"new": true}'
     assert (out / "report.json").read_text() == '{"new": true}'
     assert (out / "bad.json").read_text() == '{"committed": true}'  # a failed job replaces nothing
-    assert sorted(p.name for p in out.iterdir()) == ["bad.json", "good.json", "report.json"]
+    assert (out / "tests.json").read_text() == '{"tests": true}'  # the pytest job ran pytest's entry, not specvoice's
+    assert sorted(p.name for p in out.iterdir()) == ["bad.json", "good.json", "report.json", "tests.json"]
     cap = capsys.readouterr()
     assert "bad failed (exit 3)" in cap.err
     table = cap.out[cap.out.index("job "):]
     rows = {line.split()[0]: line for line in table.splitlines()[2:]}
     assert "ok" in rows["good"] and "failed (exit 3)" in rows["bad"] and "ok" in rows["report"]
-    assert "skipped (slow)" in rows["slow"]
-    kept = list(scratch.glob("specvoice-bench-bad-*"))  # the failed job's scratch folder stays for inspection
-    assert len(kept) == 1 and str(kept[0]) in cap.err
-    assert [p.name for p in scratch.iterdir()] == [kept[0].name]  # successful jobs leave no scratch behind
+    assert "skipped (slow)" in rows["slow"] and "ok" in rows["tests"] and "failed (exit 3)" in rows["tests-fail"]
+    assert "$ python -m pytest -m slow --results-json " in cap.out
+    kept = sorted(scratch.glob("specvoice-bench-*"))  # the failed jobs' scratch folders stay for inspection
+    assert [p.name.rsplit("-", 1)[0] for p in kept] == ["specvoice-bench-bad", "specvoice-bench-tests-fail"]
+    assert all(str(k) in cap.err for k in kept)  # successful jobs leave no scratch behind
     assert ball.main(["--out", str(out), "--only", "good"]) == 0
 
 

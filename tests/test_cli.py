@@ -243,3 +243,46 @@ def test_bench_lists_voice_and_soak():
     from app.cli import BENCHES
 
     assert BENCHES["voice"] == "bench.voice_bench" and BENCHES["soak"] == "bench.soak_bench"
+
+
+def test_version_is_the_package_version():
+    import tomllib
+    from importlib.metadata import version
+
+    r = run_cli(["--version"])
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout == f"specvoice {version('specvoice')}\n"
+    assert version("specvoice") == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+# a command whose body logs one record at each level (the real dispatch, logging configured by main())
+_PROBE = """
+import logging, sys
+import app.cli as cli
+
+def probe(args, cfg, rt, printer, live):
+    for level in ("debug", "info", "warning", "error"):
+        logging.getLogger("engine.probe").log(getattr(logging, level.upper()), "probe at %s", level)
+    return {}
+
+cli.COMMANDS["models"] = probe
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("level, shown", [(None, ["warning", "error"]), ("error", ["error"]),
+                                          ("info", ["info", "warning", "error"]),
+                                          ("debug", ["debug", "info", "warning", "error"])])
+def test_log_level_sets_what_reaches_stderr(tmp_path, level, shown):
+    args = (["--log-level", level] if level else []) + ["models", "--roles", "vad", "--quiet", "--out", str(tmp_path)]
+    r = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "probe at" in ln]
+    assert lines == [f"specvoice: {lv.upper()}: engine.probe: probe at {lv}" for lv in shown], r.stderr
+
+
+def test_log_level_must_be_a_known_level():
+    r = run_cli(["--log-level", "loud", "export", "x.txt"])
+    assert r.returncode == 2 and "invalid choice: 'loud'" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli(["--help"])
+    assert "--log-level {debug,info,warning,error}" in r.stdout and "--version" in r.stdout

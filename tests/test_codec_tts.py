@@ -7,11 +7,6 @@ import contextlib
 import numpy as np
 import pytest
 
-from .conftest import ROOT
-
-pytestmark = pytest.mark.skipif(not (ROOT / "assets" / "codec_tts" / "lm.safetensors").exists(),
-                                reason="codec TTS not trained")
-
 
 @pytest.fixture(scope="module")
 def tts(runtime, tmp_path_factory):

@@ -21,7 +21,6 @@ def test_package_imports_alone(package):
 
 
 def test_cli_and_gui_do_not_import_each_other():
-    pytest.importorskip("PySide6")
     r = _fresh("import json, sys\nimport app.cli\n"
                "print(json.dumps(sorted(m for m in ('app.controller', 'app.main_window') if m in sys.modules)))")
     assert r.returncode == 0 and json.loads(r.stdout) == [], r.stderr

@@ -162,9 +162,17 @@ def test_event_queue_drops_stale_partials_never_finals():
     # a full queue of finals: the producer waits until the consumer takes one
     q2 = EventQueue(maxsize=1)
     q2.put(final)
-    t0 = time.monotonic()
-    threading.Timer(0.3, q2.get).start()
-    assert q2.put(FinalTranscript(1, "two", (), 1.0, 2.0)) and time.monotonic() - t0 >= 0.25
+    put_done, put_result = threading.Event(), []
+
+    def producer():
+        put_result.append(q2.put(FinalTranscript(1, "two", (), 1.0, 2.0)))
+        put_done.set()
+
+    threading.Thread(target=producer, daemon=True).start()
+    assert not put_done.wait(0.3)  # still waiting for room (a slower machine only makes it wait longer)
+    assert q2.get(timeout=10) is final
+    assert put_done.wait(60) and put_result == [True] and q2.dropped == 0  # room made: in, nothing dropped
+    assert q2.get(timeout=1).text == "two"
     q2.close()  # the consumer is gone: nobody waits any more
     assert not q2.put(FinalTranscript(2, "three", (), 2.0, 3.0))
 

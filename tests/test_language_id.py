@@ -39,6 +39,43 @@ def test_the_session_takes_an_utterances_language_or_two_that_agree():
     assert s.language == "fr"
 
 
+def test_a_prompt_holds_the_text_of_the_sessions_language_only():
+    s = SessionLanguage(language="en")
+    s.note_text("Please tell me when the next train leaves.", "en")
+    assert s.prompt_text("Please tell me when the next train leaves. ") == "Please tell me when the next train leaves. "
+    s.note_text("Guten Morgen.", "de")
+    s.end_utterance("de")
+    ctx = "Please tell me when the next train leaves. Guten Morgen. "
+    assert s.prompt_text(ctx) == "Guten Morgen. "
+    s.note_text("Der Zug fährt um acht.", "de")
+    assert s.prompt_text(ctx + "Der Zug fährt um acht. ") == "Guten Morgen. Der Zug fährt um acht. "
+    # a revised text a little longer than noted: the cut still starts at a word
+    assert s.prompt_text("the next train leaves. Guten Morgen! Der Zug fährt um acht Uhr. ") == \
+        "Morgen! Der Zug fährt um acht Uhr. "
+    s.end_utterance("fr", [("fr", 0.9)])  # switched: nothing said in French yet
+    assert s.prompt_text(ctx) == ""
+    assert SessionLanguage(language="de").prompt_text(ctx) == ctx  # nothing noted: nothing known to cut
+
+
+def test_the_second_pass_prompt_holds_the_settled_text_in_the_chains_language():
+    from engine.asr.streaming import SecondPass, SpokenUtterance
+    from engine.core.events import Word
+
+    sp = SecondPass(None, max_s=24.0, gap_s=2.0)
+    sp.add(SpokenUtterance(0, 0.0, 3.0, [Word(0.1, 2.9, " Please tell me.")], "en"))
+    sp.add(SpokenUtterance(1, 5.5, 7.0, [Word(5.6, 6.9, " Guten Morgen.")], "de"))
+    sp.add(SpokenUtterance(2, 7.5, 9.0, [Word(7.6, 8.9, " Der Zug.")], "de"))
+    assert sp.context_in("de") == "" and sp.context_in("en") == "Please tell me."
+    job = sp.take() if sp.due(None) else None
+    assert job is not None and job.language == "de" and job.prompt == ""
+    sp.apply(job, None)  # no decode: the chain settles as it is
+    assert sp.context_in("de") == "Guten Morgen. Der Zug." and sp.context == "Please tell me. Guten Morgen. Der Zug."
+    sp.add(SpokenUtterance(3, 20.0, 22.0, [Word(20.1, 21.9, " Wann?")], "de"))
+    sp.add(SpokenUtterance(4, 22.5, 24.0, [Word(22.6, 23.9, " Um acht.")], "de"))
+    job = sp.take() if sp.due(None) else None
+    assert job is not None and job.prompt == "Guten Morgen. Der Zug."  # not the English before it
+
+
 # -- real Whisper base ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def rt():
@@ -76,7 +113,7 @@ def _finals(evs):
 
 
 def _words(text):
-    return {w.strip(".,!?'").lower() for w in text.split()}
+    return {w.strip(".,!?'\"“”„").lower() for w in text.split()}
 
 
 def test_french_and_german_are_transcribed_in_their_language_under_auto(mixed):
@@ -122,6 +159,55 @@ def test_language_identification_reads_the_encoder_output_the_decode_already_has
     assert sum(p for _, p in probs) == pytest.approx(1.0, abs=0.02)
     res = rt.asr_backend().transcribe(audio, "", language=lambda probs, audio_s: probs[0][0])
     assert res.stats["language"] == "fr" and res.stats["language_probs"][0][0] == "fr"
+
+
+GERMAN = ROOT / "tests" / "data" / "de_mit_licence.flac"  # "Jeden, der diese Software und die dazugehörigen …"
+ENGLISH_BEFORE = ("to permit persons to whom the software is furnished to do so, subject to the following conditions, "
+                  "the above copyright notice and this permission notice. So be included in all copies or substantial "
+                  "portions of the software. ")
+GERMAN_WORDS = {"jeden", "der", "diese", "software", "und", "die", "dazugehörigen", "erhält"}
+
+
+class _NoLanguageArgument:
+    """A backend wrapper whose ``transcribe`` takes no ``language`` (a recorder, a proxy): the backend picks the
+    language itself."""
+
+    name = "wrapped"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def transcribe(self, audio, prompt=""):
+        return self.inner.transcribe(audio, prompt)
+
+
+@pytest.mark.parametrize("how", ["two utterances agreed", "backend picks the language"])
+def test_german_after_english_is_transcribed_in_german_not_translated(rt, how):
+    """Prompted with English text, Whisper decoding German speech in German writes an English translation ("Each of
+    these software and the available documentation data…"): the prompt must hold the decode's language only — when
+    the session switched to German by two utterances agreeing (its context is all English) and when a backend that
+    takes no ``language`` identified German itself."""
+    from audio.io import load_audio
+    from engine.asr.streaming import OnlineASRProcessor
+
+    audio = load_audio(GERMAN)
+    session = SessionLanguage(language="en")
+    session.note_text(ENGLISH_BEFORE, "en")
+    backend = rt.asr_backend()
+    if how == "two utterances agreed":
+        session.end_utterance("en", [("de", 0.7), ("en", 0.2)])
+        session.end_utterance("en", [("de", 0.7), ("en", 0.2)])
+        assert session.language == "de"
+    else:
+        backend = _NoLanguageArgument(backend)
+    proc = OnlineASRProcessor(backend, 8.0, context=ENGLISH_BEFORE, session_language=session)
+    proc.insert_audio_chunk(audio)
+    proc.finish()
+    assert proc.language == "de"
+    assert len(GERMAN_WORDS & _words(proc.text)) >= 6, proc.text
+    assert not {"each", "everyone", "documentation", "the"} & _words(proc.text), proc.text
+    session.end_utterance(proc.language, proc.language_probs)
+    assert session.prompt_text(ENGLISH_BEFORE + proc.text + " ") == proc.text + " "  # the next prompt: German only
 
 
 def test_the_english_only_draft_model_is_not_used_for_a_french_utterance(rt):
@@ -181,6 +267,37 @@ def test_captions_translate_from_the_detected_language_and_keep_speech_already_i
     wrapped = GuardedTranslator(inner)  # what build_translator returns: the source language reaches the inner one
     set_source_language(wrapped, "es")
     assert inner.source_language == "Spanish"
+
+
+def test_a_german_sentence_is_captioned_into_english_and_english_speech_is_its_own_caption(qwen_small):
+    """caption.target_language = en: the caption loop tells the (real, guarded SSBD) translator the detected
+    language, German speech comes out in English words, and English speech is shown as said."""
+    from engine.config import Config, validate
+    from engine.translate.biased_retranslation import SSBDTranslator
+    from engine.translate.caption_loop import CaptionLoop
+    from engine.translate.fidelity import FidelityGuard, guarded
+    from engine.translate.languages import language_scores
+
+    validate(Config().with_overrides({"caption": {"target_language": "en"}}))
+    src = "Guten Morgen, ich möchte gerne wissen, wann der nächste Zug nach Berlin abfährt."
+    tr = guarded(SSBDTranslator(qwen_small, "en", max_tokens=48, beta=0.2, mask_k=3))
+    captions = []
+    loop = CaptionLoop(tr, lambda cap, u: captions.append(cap), yield_to_asr=False)
+    loop.on_event(FinalTranscript(0, "Please tell me when the next train leaves.", (), 0.0, 2.5, language="en"))
+    loop.on_event(FinalTranscript(1, src, (), 3.0, 7.0, language="de"))
+    loop.close(timeout=120)
+    assert loop.error is None, loop.error
+    finals = [c for c in captions if c.final]
+    assert [c.utterance for c in finals] == [0, 1]
+    assert finals[0].translation == "Please tell me when the next train leaves."  # already in the target
+    en = finals[1].translation
+    sc = language_scores(en)
+    assert sc["en"] > sc["de"], en
+    assert {"train", "berlin"} <= _words(en) and {"morning", "know", "when", "next"} & _words(en), en
+    assert tr.source_language == "German" and tr.guard_stats.checked == 1
+    guard = FidelityGuard("en")
+    assert guard.verdict(src, en).ok, en
+    assert guard.verdict(src, src).reasons == ["not_en"]  # left in German
 
 
 def test_the_assistant_is_asked_to_answer_in_the_language_the_user_spoke():

@@ -114,27 +114,40 @@ def test_whisper_decoders_sit_behind_the_protocol(runtime, jfk_audio):
 
 def test_llama_cpp_eval_is_cancelled_within_the_pass_and_leaves_the_cache_as_it_was(qwen_small, capfd):
     """LlamaCppLM.eval_cancellable: a cancel set while llama.cpp evaluates a long pass stops it (abort callback)
-    well before the pass would end; n_past and the cache are as before, so what follows equals an uncancelled run;
-    eval() itself is never aborted."""
+    within a node or two, long before the pass would end (counted in the callback's checks, one per graph node: a
+    fifth of a whole pass's); n_past and the cache are as before, so what follows equals an uncancelled run; eval()
+    itself is never aborted."""
     import threading
-    import time
 
     import numpy as np
+
+    class Counted:
+        """A cancel event that sets itself at its ``at``-th check (None: never) and counts every check."""
+
+        def __init__(self, at=None):
+            self.at, self.checks, self.event = at, 0, threading.Event()
+
+        def is_set(self) -> bool:
+            self.checks += 1
+            if self.at is not None and self.checks >= self.at:
+                self.event.set()
+            return self.event.is_set()
+
+        def set(self):
+            self.event.set()
 
     lm = qwen_small
     head = lm.tokenize("The quick brown fox jumps over the lazy dog. " * 2)
     long = lm.tokenize(" ".join(f"word{i}" for i in range(400)))[:384]
     lm.crop(0)
     lm.eval(head)
-    t = time.perf_counter()
-    lm.eval(long)
-    full_s = time.perf_counter() - t
+    whole = Counted()
+    full = lm.eval_cancellable(long, whole)  # never set: the whole pass, one check per graph node
+    assert full is not None and full.shape[0] == len(long) and whole.checks > 100
     lm.crop(len(head))
-    stop = threading.Event()
-    threading.Timer(full_s * 0.2, stop.set).start()
-    t = time.perf_counter()
+    stop = Counted(at=whole.checks // 5)
     assert lm.eval_cancellable(long, stop) is None
-    assert time.perf_counter() - t < full_s * 0.7
+    assert stop.at <= stop.checks <= stop.at + 3  # it stopped at the check that saw the cancel
     assert lm.n_past == len(head)
     assert "decode" not in capfd.readouterr().err  # an expected abort prints nothing
     stop.set()

@@ -111,10 +111,10 @@ def test_a_bad_set_is_one_line_and_exit_2(tmp_path, capsys, item, message):
 def test_a_bad_environment_value_or_config_file_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
     from app.cli import main
 
-    monkeypatch.setenv("SPECVOICE_CAPTION_TARGET_LANGUAGE", "en")
+    monkeypatch.setenv("SPECVOICE_CAPTION_TARGET_LANGUAGE", "klingon")
     assert main(["caption", "x.wav", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("specvoice: error: caption.target_language: 'en' is not ")
+    assert len(err) == 1 and err[0].startswith("specvoice: error: caption.target_language: 'klingon' is not ")
     monkeypatch.delenv("SPECVOICE_CAPTION_TARGET_LANGUAGE")
     bad = tmp_path / "bad.toml"
     bad.write_text("[asr]\nmethod = 'fastest'\n")

@@ -52,3 +52,27 @@ def test_a_tokenizer_not_in_rank_order_is_left_alone():
                       "merges": ["b a", "a b"]}}
     assert repair_bpe_merges(data) == []
     assert data["model"]["merges"] == ["b a", "a b"]
+
+
+def test_the_repair_is_silent_at_the_default_log_level(runtime, caplog):
+    """Loading the packaged tokenizers in a fresh process prints nothing on stderr (the repair is routine, not a
+    warning for the user); the repair itself is still logged, at debug level."""
+    import logging
+    import subprocess
+    import sys
+
+    import engine.asr.tokenizer as tokmod
+
+    dirs = [str(_dir(runtime, role)) for role in ("asr_target", "asr_draft")]
+    code = ("import sys\nfrom engine.asr.tokenizer import load_hf_tokenizer\n"
+            "for d in sys.argv[1:]:\n"
+            "    print(len(load_hf_tokenizer(d).encode(' the', add_special_tokens=False).ids))\n")
+    r = subprocess.run([sys.executable, "-c", code, *dirs], cwd=Path(__file__).parents[1], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.split() == ["1", "1"], r.stdout + r.stderr
+    assert r.stderr == ""
+    tokmod._warned.clear()
+    with caplog.at_level(logging.DEBUG, logger=tokmod.__name__):
+        load_hf_tokenizer(dirs[0])
+    (rec,) = [r for r in caplog.records if "BPE merge" in r.getMessage()]
+    assert rec.levelno == logging.DEBUG and "Ġ t" in rec.getMessage()

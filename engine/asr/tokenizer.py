@@ -73,8 +73,8 @@ def repair_bpe_merges(data: dict) -> list[str]:
 
 def load_hf_tokenizer(model_dir: str | Path):
     """``tokenizers.Tokenizer`` from ``model_dir/tokenizer.json``, with missing BPE merges restored
-    (:func:`repair_bpe_merges`; logged once per file and process). Raises FileNotFoundError when there is no
-    tokenizer.json."""
+    (:func:`repair_bpe_merges`; logged once per file and process at debug level: the packaged model always needs
+    the repair, so it is nothing a user can act on). Raises FileNotFoundError when there is no tokenizer.json."""
     import tokenizers
 
     path = Path(model_dir) / "tokenizer.json"
@@ -82,7 +82,7 @@ def load_hf_tokenizer(model_dir: str | Path):
     fixed = repair_bpe_merges(data)
     if fixed and str(path) not in _warned:
         _warned.add(str(path))
-        log.warning("%s lacks %d BPE merge(s) (%s): restored in memory", path, len(fixed), ", ".join(fixed[:3]))
+        log.debug("%s lacks %d BPE merge(s) (%s): restored in memory", path, len(fixed), ", ".join(fixed[:3]))
     return tokenizers.Tokenizer.from_str(json.dumps(data))
 
 
