@@ -1,5 +1,6 @@
-"""Principled Coarse-Graining (PCG) for speculative sampling of codec tokens (pcg_tts.txt, §2, Algorithm 1), and
-the codec TTS engine that samples with it.
+"""Principled Coarse-Graining (PCG) for speculative sampling of codec tokens (§2, Algorithm 1 of Yanuka et al.,
+"Principled Coarse-Grained Acceptance for Speculative Decoding in Speech", 2025, https://arxiv.org/abs/2511.13732),
+and the codec TTS engine that samples with it.
 
 Acoustic Similarity Groups (Eq. 1) come from the target model's token embeddings; each token's probability is split
 equally across the groups that contain it (Eq. 2–5). The acceptance rules — PCG's group-level rejection sampling
