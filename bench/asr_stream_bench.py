@@ -244,6 +244,13 @@ class RecordingBackend:
                                                                                           draft=draft)
             else:
                 self.transcribe_final = lambda audio, prompt="": self._record(final, audio, prompt)
+        # asr.language = "auto": the transcriber passes each decode's language (SessionLanguage) where it is taken
+        if "language" in inspect.signature(inner.transcribe).parameters:
+            self.transcribe = lambda audio, prompt="", language=None: self._record(inner.transcribe, audio, prompt,
+                                                                                   language=language)
+        if final is not None and "language" in inspect.signature(final).parameters:
+            self.transcribe_final = lambda audio, prompt="", draft="", language=None: self._record(
+                final, audio, prompt, language=language, **({"draft": draft} if draft else {}))
 
     def _record(self, fn, audio, prompt: str, **kw):
         t0 = time.perf_counter()

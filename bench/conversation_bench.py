@@ -189,16 +189,17 @@ def _manifest(folder: Path) -> dict:
     return json.loads(p.read_text(encoding="utf-8"))
 
 
-def load_items(corpora: list[str]) -> list[Item]:
-    """The inputs of ``corpora`` in order, from the manifests of bench/data/conversation and real_speech.
+def load_items(corpora: list[str], conversation: Path = CONVERSATION) -> list[Item]:
+    """The inputs of ``corpora`` in order, from the manifests of ``conversation`` (default bench/data/conversation;
+    another folder written by ``python -m bench.make_conversation --out``) and bench/data/real_speech.
 
     Raises:
         SystemExit: a manifest is missing.
     """
     items: list[Item] = []
     if "conversation" in corpora:
-        m = _manifest(CONVERSATION)
-        items += [Item(rel, CONVERSATION / rel, "conversation", e["reference"], e["condition"], e)
+        m = _manifest(conversation)
+        items += [Item(rel, conversation / rel, "conversation", e["reference"], e["condition"], e)
                   for rel, e in m["files"].items()]
     if "real" in corpora:
         m = _manifest(REAL)
@@ -206,8 +207,8 @@ def load_items(corpora: list[str]) -> list[Item]:
             kind = "multilingual" if len(e.get("languages", ["en"])) > 1 else "real"
             items.append(Item(name, REAL / name, kind, e.get("reference"), ",".join(e.get("languages", ["en"])), e))
     if "langid" in corpora:
-        m = _manifest(CONVERSATION)
-        items += [Item(rel, CONVERSATION / rel, "langid", e["text"], e["language"], e)
+        m = _manifest(conversation)
+        items += [Item(rel, conversation / rel, "langid", e["text"], e["language"], e)
                   for rel, e in m["langid"].items()]
     return items
 
@@ -615,6 +616,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", help="TOML config file (as specvoice --config)")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="base configuration override (repeatable)")
+    ap.add_argument("--data", metavar="DIR", default=str(CONVERSATION),
+                    help="folder of the conversation and langid corpora (default bench/data/conversation, the "
+                         "held-out test set; a development set: python -m bench.make_conversation --seed N --out DIR)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
 
@@ -636,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"conversation: {e}", file=sys.stderr)
         return 2
     try:
-        items = load_items(corpora)
+        items = load_items(corpora, Path(a.data))
     except SystemExit as e:
         print(e, file=sys.stderr)
         return 2

@@ -1410,6 +1410,120 @@ all): {c["passed"]} passed, {c["failed"]} failed, {c["error"]} errors, {c["skipp
 {table(["test", "outcome", "seconds", "reason"], rows)}"""
 
 
+def _conv_row(label: str, x: dict) -> list[str]:
+    lat = x["final_latency_s"]
+    return [label, num(x["compute_ratio"], 3), f"{sec(lat['p50'])} / {sec(lat['p90'])}",
+            f"{num(x['wer_vs_beam5'], 3)} ({signed(x['wer_delta_vs_offline_greedy'], 3)})",
+            num(x.get("wer_vs_beam5_revised"), 3),
+            num(x["offline_greedy_wer_vs_beam5"], 3),
+            f"{num(x['wer_vs_ref'], 3)} ({signed(x['wer_delta_vs_offline_greedy_ref'], 3)})",
+            num(x.get("wer_vs_ref_revised"), 3),
+            f"{num(x['offline_greedy_wer_vs_ref'], 3)} / {num(x['offline_beam5_wer_vs_ref'], 3)}"]
+
+
+CONV_HEAD = ["", "compute ÷ audio", "final p50 / p90", "final WER vs beam 5 (− offline greedy)",
+             "revised vs beam 5", "offline greedy vs beam 5", "final WER vs text (− offline greedy)",
+             "revised vs text", "offline greedy / beam 5 vs text"]
+
+
+def section_conversation(r: Results) -> str:
+    """Conversational and real speech (``conversation.json``, ``specvoice bench conversation``)."""
+    if not (r.folder / "conversation.json").exists():
+        return ""
+    d = r("conversation")
+    cfg = d["config"]
+    parts = []
+    for corpus, title in (("conversation", "Generated conversation (bench/data/conversation)"),
+                          ("real", "Real recordings (bench/data/real_speech)")):
+        c = d.get(corpus)
+        if not c:
+            continue
+        rows = []
+        for m, x in c["per_method"].items():
+            rows.append(_conv_row(f"**all** ({m}, {num(x['audio_s'], 0)} s)", x))
+        for cond, per in c.get("per_condition", {}).items():
+            for m, x in per.items():
+                rows.append(_conv_row(f"{cond} ({m})", x))
+        for f in c["per_file"]:
+            for m, x in f["methods"].items():
+                if "error" in x:
+                    rows.append([f"`{f['file']}` ({m})", "failed: " + x["error"]] + [""] * 7)
+                    continue
+                y = dict(x, offline_greedy_wer_vs_beam5=f["offline"].get("greedy_wer_vs_beam5"),
+                         offline_greedy_wer_vs_ref=f["offline"].get("greedy_wer_vs_ref"),
+                         offline_beam5_wer_vs_ref=f["offline"].get("beam5_wer_vs_ref"))
+                if y["wer_vs_ref"] is None or y["offline_greedy_wer_vs_ref"] is None:
+                    y["wer_delta_vs_offline_greedy_ref"] = None
+                rows.append(_conv_row(f"`{f['file']}`", y))
+        parts.append(f"#### {title}\n\n{table(CONV_HEAD, rows)}")
+    ml = d.get("multilingual")
+    if ml:
+        mrows = []
+        for m, x in ml["per_method"].items():
+            for k, v in x["parts"].items():
+                mrows.append([m, k, num(x.get("language_accuracy"), 2), num(v.get("stream_wer_vs_beam5"), 3),
+                              num(v.get("offline_greedy_wer_vs_beam5"), 3)])
+        parts.append(f"""#### English → German read text (`{ml["file"]}`)
+
+Language of each utterance as identified (`asr.language=auto`) and WER against offline beam 5 decoded in each part's
+language:
+
+{table(["method", "part", "utterances' language right", "stream WER vs beam 5", "offline greedy vs beam 5"], mrows)}""")
+    li = d.get("langid")
+    if li:
+        off = li.get("offline", {})
+        if li.get("supported") and li.get("summary"):
+            sm = li["summary"]
+            lrows = [[k, str(v["files"]), str(v["utterances"]), num(v["utterance_accuracy"], 3),
+                      num(off.get("per_language", {}).get(k), 3)] for k, v in sm["per_language"].items()]
+            lrows.append(["**all**", str(len(li["files"])), str(sm["utterances"]), num(sm["utterance_accuracy"], 3),
+                          num(off.get("accuracy"), 3)])
+            lid = table(["language", "files", "utterances", "identified right (stream, per utterance)",
+                         "offline Whisper (per file)"], lrows)
+        else:
+            lid = f"Not measured: {li.get('reason')}."
+        offl = off.get("how", "")
+        cap = li.get("captions") or {}
+        if cap.get("supported"):
+            crow = [[k, str(v["files"]), num(v["chrf"], 1), v["reference"]] for k, v in cap["per_language"].items()]
+            captxt = f"Captions into {cap['target']} (chrF against the references):\n\n" + table(
+                ["source language", "utterances", "chrF", "reference"], crow)
+        else:
+            captxt = f"Captions into English: not measured ({cap.get('reason', 'not run')})."
+        parts.append(f"""#### Language identification (espeak-ng French, German, Spanish, ≥ 2 s each)
+
+{lid}
+
+Offline: {offl}.
+
+{captxt}""")
+    dw = d.get("done_when", {})
+    dwrows = [[k, signed(v.get("wer_vs_beam5_delta"), 3), signed(v.get("wer_vs_ref_delta"), 3),
+               signed(v.get("revised_wer_vs_beam5_delta"), 3), signed(v.get("revised_wer_vs_ref_delta"), 3),
+               sec(v.get("final_latency_p90_s")), num(v.get("compute_ratio"), 3)]
+              for k, v in dw.items() if isinstance(v, dict) and "wer_vs_beam5_delta" in v]
+    mode = "in real time" if cfg.get("realtime") else "as fast as it decodes (latencies not meaningful)"
+    body = "\n\n".join(parts)
+    return f"""### Conversation and real speech (`specvoice bench conversation`)
+
+The streaming transcript of disfluent, multi-voice speech (hesitation pauses mid-sentence, fillers, restarts,
+backchannels, overlaps; clean, reverberant, babble and telephone-band versions of the same dialogues) and of real
+recordings, against the text and against offline Whisper (greedy and beam 5 in the same run); fillers are removed
+from both sides before scoring. *Final* is the text of each utterance when its end of speech is confirmed; *revised*
+is the text after the second pass (`asr.revise_max_s`) re-decoded consecutive utterances together. Played
+{mode}; faster-whisper {cfg["versions"]["faster_whisper"]} on {cfg["machine"]["cpu_count"]} cores.
+
+{produced_by("conversation.json")}
+
+{body}
+
+Against the targets (final ≤ offline greedy + 0.02, revised ≤ + 0.01, against beam 5 and the text; final p90 ≤ 1 s;
+compute ≤ 0.5× audio):
+
+{table(["run", "final − greedy (beam 5)", "final − greedy (text)", "revised − greedy (beam 5)",
+        "revised − greedy (text)", "final p90", "compute ÷ audio"], dwrows)}"""
+
+
 def _flat(d: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     if isinstance(d, dict) and depth < 3:
@@ -1441,7 +1555,7 @@ No section of bench/report.py describes this file yet; its scalar fields as reco
 SECTIONS: tuple[Callable[[Results], str], ...] = (
     section_latency_report, section_voice, section_voice_source, section_predgen, section_ssbd, section_caption,
     section_asr_stream, section_asr_offline, section_asr_decoding, section_soak, section_duplex, section_tts,
-    section_remote, section_tests_slow,
+    section_remote, section_tests_slow, section_conversation,
 )
 
 

@@ -55,7 +55,7 @@ WHISPER_LANGUAGES = (
 COMPUTE_TYPES = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32",
                  "auto", "default")
 
-_TARGET_CODES = tuple(c for c in LANGUAGES if c != "en")
+_TARGET_CODES = tuple(LANGUAGES)  # English too: captions translate from the language the speaker spoke
 
 
 class ConfigError(ValueError):
@@ -297,12 +297,14 @@ class AsrConfig:
                                 help="Audio before the VAD's speech start (after its padding) that the ASR decodes "
                                      "too: soft onsets (\"th\", \"f\", \"h\") start before the VAD is sure. Never "
                                      "reaches into the previous utterance.")
-    # off by default: in dialogue the previous utterance is often another voice, and it made the final text worse
+    # a sentence cut by a hesitation pause is decoded with the audio of its first half: closer to offline Whisper on
+    # conversational speech (bench conversation on a development set of other seeds), English corpora unchanged
     # (bench asr-stream)
-    context_gap_s: float = setting(0.0, label="Acoustic context gap", unit="s", range=(0.0, 30.0),
+    context_gap_s: float = setting(3.0, label="Acoustic context gap", unit="s", range=(0.0, 30.0),
                                    help="When the previous utterance ended less than this ago, its audio stays at "
                                         "the head of the buffer as acoustic context (its words are not emitted "
-                                        "again); 0 = every utterance is decoded on its own audio.")
+                                        "again); 0 = every utterance is decoded on its own audio. Not used with "
+                                        "language auto (each utterance's language is identified on its own audio).")
     final_full: bool = setting(True, label="Final text from the whole utterance",
                                help="On: at the end of speech the words still in the buffer come from the latest "
                                     "decode of the whole utterance (it sees all of it); off: whisper_streaming's "
@@ -494,8 +496,8 @@ class CaptionConfig:
         "German", label="Target language", choices=_TARGET_CODES, alias=_target_alias,
         accepts="a code or English name of " + ", ".join(f"{c}/{LANGUAGES[c]}" for c in _TARGET_CODES),
         help="Language of the live translation, a code or English name: de/German, fr/French, es/Spanish (few-shot "
-             "framing and the fidelity guard's language check), or it, pt, nl, zh, ja, ru, pl, tr (no language "
-             "check).")
+             "framing and the fidelity guard's language check), en/English (from the detected language under "
+             "asr.language = auto; language check), or it, pt, nl, zh, ja, ru, pl, tr (no language check).")
     model_role: str = setting("llm_target", label="Caption model", choices=_LLM_ROLES,
                               help="The LLM that translates: llm_target (1.5B) or llm_draft (0.5B, faster).")
     max_tokens: int = setting(96, label="Max caption tokens", unit="tokens", range=(8, 1024),

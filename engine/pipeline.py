@@ -453,11 +453,13 @@ class StreamingTranscriber:
         from ``ring``; ``carry``: the rest of a run-on utterance cut at ``t_start`` (its audio from there on, float32
         16 kHz), which starts this one instead."""
         # Acoustic context: when the previous utterance ended moments ago, its audio stays at the head of the
-        # buffer (its words count as committed), so Whisper decodes the new words in their long-form context.
+        # buffer (its words count as committed), so Whisper decodes the new words in their long-form context. Not
+        # under asr.language = "auto": the language of the window would be the previous utterance's, and a switch
+        # of language after a short pause would be decoded in the old one.
         prev = self.stats.utterances[-1] if self.stats.utterances else None
         ctx_words: list = []
         t_buf = t_start
-        if (carry is None and prev is not None and prev.t_end is not None
+        if (carry is None and prev is not None and prev.t_end is not None and self.session_language is None
                 and t_start - prev.t_end < self.context_gap_s
                 and t_start - prev.t_start < self.buffer_trim_s and ring and ring[0].t_start <= prev.t_start):
             t_buf = prev.t_start

@@ -287,3 +287,21 @@ def test_an_utterance_after_a_hesitation_is_decoded_after_the_previous_ones_audi
     assert all(w.start >= first.t_end - 0.3 for w in second.words), second.words
     offline = "".join(w.text for w in rt.revise_backend().transcribe(load_audio(HESITATION), "").words)
     assert _wer(offline, first.text + " " + second.text) <= 0.1, (offline, first.text, second.text)
+
+
+def test_no_acoustic_context_under_language_auto_so_each_utterance_is_identified_on_its_own_audio(rt):
+    """A switch of language after a short pause: with the previous utterance's audio at the head of the buffer the
+    window's language would be the previous one's, so under ``asr.language = "auto"`` each utterance's buffer starts
+    at its own pre-roll."""
+    from audio.sources import ArraySource, AudioBlock
+    from engine.asr.streaming import SessionLanguage
+    from engine.pipeline import UtteranceRecord
+
+    ring = [AudioBlock(np.zeros(1600, np.float32), 0.1 * i, 0.0) for i in range(100)]  # 0–10 s
+    for session_language, buffer_start in ((None, 4.0), (SessionLanguage(), 6.0 - rt.cfg.asr.pre_roll_s)):
+        tr = rt.transcriber(ArraySource(np.zeros(16000, np.float32), realtime=False), lambda ev: None)
+        tr.session_language = session_language
+        assert tr.context_gap_s == rt.cfg.asr.context_gap_s > 0.5
+        tr.stats.utterances.append(UtteranceRecord(index=0, t_start=4.0, t_end=5.5))
+        _, proc, _ = tr._start(1, 6.0, ring)  # 0.5 s after the previous utterance
+        assert proc.buffer_time_offset == pytest.approx(buffer_start)

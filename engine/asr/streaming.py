@@ -26,7 +26,8 @@ speculative decoder replaces plain AR decoding without touching the policy.
 
 Two things reach past one utterance. :class:`SessionLanguage` (``asr.language = "auto"``) picks the language each
 decode is made in from Whisper's language identification on that decode's encoder output, with hysteresis across
-the session. :class:`SecondPass` re-decodes finished utterances together once a pause completes them (the VAD cut
+the session; a decode's text prompt holds earlier text in the decode's language only (prompted with English text,
+Whisper writes German speech as an English translation). :class:`SecondPass` re-decodes finished utterances together once a pause completes them (the VAD cut
 them apart, and each final was decoded without its neighbours' audio) and revises their text
 (``RevisedTranscript``); the live partials and finals are not delayed by it.
 """
@@ -97,7 +98,7 @@ class FasterWhisperBackend:
         self.beam_size = beam_size
 
     def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
-        segments, _ = self.model.transcribe(
+        segments, info = self.model.transcribe(
             audio, language=self.language, beam_size=self.beam_size, initial_prompt=prompt or None,
             word_timestamps=True, condition_on_previous_text=True, vad_filter=False, temperature=0.0,
         )
@@ -107,7 +108,9 @@ class FasterWhisperBackend:
             ends.append(float(s.end))
             for w in s.words or []:
                 words.append(Word(float(w.start), float(w.end), w.word))
-        return BackendResult(words, ends, {"tokens": n_tok})
+        # the language decoded in (identified by faster-whisper under "auto"): a prompt in another one is not kept
+        lang = info.language if self.model.model.is_multilingual else None
+        return BackendResult(words, ends, {"tokens": n_tok, "language": lang})
 
     def transcribe_text(self, audio: np.ndarray) -> str:
         """Offline transcription of a whole file (long-form), for reference transcripts."""
@@ -197,6 +200,7 @@ class SessionLanguage:
         self.switch_p, self.switch_min_s, self.agree_p = float(switch_p), float(switch_min_s), float(agree_p)
         self.language = language
         self._candidate: str | None = None  # the other language the previous utterance leaned to
+        self._spoken: list[tuple[str, str]] = []  # (language, final text) of the latest utterances, oldest first
 
     def choose(self, probs: Sequence[tuple[str, float]], audio_s: float, current: str | None = None) -> str:
         """The language to decode a window of ``audio_s`` seconds in, given the identified ``probs`` ((code,
@@ -222,6 +226,35 @@ class SessionLanguage:
                 self._candidate = top[0]
         else:
             self._candidate = None
+
+    def note_text(self, text: str, language: str | None) -> None:
+        """An utterance's final ``text`` was decoded in ``language`` (for :meth:`prompt_text`)."""
+        if text.strip():
+            self._spoken = (self._spoken + [(language or "", text.strip())])[-32:]
+
+    def prompt_text(self, context: str) -> str:
+        """The end of ``context`` (the final texts of the latest utterances joined by spaces, the latest last, as a
+        decoding prompt) that was spoken in the session's language: the utterances noted (:meth:`note_text`) in it
+        since the last one in another language. Prompted with text in one language, Whisper translates speech in
+        another into it, so a prompt must hold one language only — the one it is declared in (the decode drops it
+        when it decodes in another). The cut is by the noted texts' lengths, at a word start (a revised text may
+        differ a little in length). Returns ``context`` whole when all of it was spoken in the session's language."""
+        c = context.rstrip()
+        n = -1  # characters of the trailing same-language texts, with the spaces joining them
+        for lang, text in reversed(self._spoken):
+            if lang != (self.language or ""):
+                break
+            n += len(text) + 1
+        else:
+            return context
+        if n >= len(c):
+            return context
+        start = len(c) - max(n, 0)
+        if start > 0 and not c[start - 1].isspace():  # inside a word: start at the next one
+            nxt = c.find(" ", start)
+            start = len(c) if nxt < 0 else nxt
+        kept = c[start:].strip()
+        return kept + context[len(c):] if kept else ""
 
 
 def _mid(w: Word) -> float:
@@ -296,6 +329,8 @@ class OnlineASRProcessor:
         whose ``transcribe`` takes no ``language`` decodes in its own)."""
         self.backend = backend
         self.session_language = session_language
+        if session_language is not None:  # the prompt holds text in the session's language only
+            context = session_language.prompt_text(context)
         fixed = getattr(backend, "language", None)
         # the language of this utterance's latest decode (ISO 639-1; "" while unknown)
         self.language: str = (session_language.language if session_language is not None else
@@ -407,6 +442,12 @@ class OnlineASRProcessor:
         if self.session_language is not None and _takes(fn, "language"):
             kw["language"] = self._choose_language
         res = fn(audio, prompt, **kw)
+        pl = self._choose_language.prompt_language
+        if ("language" not in kw and self.session_language is not None and prompt.strip() and pl
+                and res.stats.get("language") and res.stats["language"] != pl):
+            # a backend that picks the language itself decoded speech in another language than the prompt's: under
+            # that prompt Whisper translates into the prompt's language, so the window is decoded again without it
+            res = fn(audio, "", **kw)
         if res.stats.get("language"):
             self.language = res.stats["language"]
             self.language_probs = res.stats.get("language_probs") or self.language_probs
@@ -549,6 +590,14 @@ class OnlineASRProcessor:
         return off + split_point(self.audio, hi, min(lo, hi - 0.1), frame_s) / SAMPLE_RATE
 
     def finish(self, speech_end: float | None = None, cut: bool = False) -> list[Word]:
+        """End of speech (:meth:`_finish`); the final text and its language are noted in the session's language
+        history (the next utterances' prompts hold text in one language only)."""
+        words = self._finish(speech_end, cut)
+        if self.session_language is not None:
+            self.session_language.note_text(self.text, self.language)
+        return words
+
+    def _finish(self, speech_end: float | None = None, cut: bool = False) -> list[Word]:
         """End of speech: everything after the committed words is committed. Returns the words committed now.
 
         If the latest hypothesis already covers the audio up to ``speech_end`` (audio time, seconds; only silence
@@ -788,6 +837,7 @@ class SecondPass:
         # a complete chain waiting for its run: (utterances, acoustic context)
         self.ready: tuple[list[SpokenUtterance], SpokenUtterance | None] | None = None
         self._settled: dict[int, str] = {}  # the settled utterances' text by index (a run may settle late)
+        self._settled_language: dict[int, str] = {}  # ... and their language ("" when not known)
         self._context0 = context
         self.context_language = ""  # the language of the latest settled text ("" when not known)
         self.runs = 0
@@ -829,15 +879,30 @@ class SecondPass:
     def _settle(self, us: Sequence[SpokenUtterance]) -> None:
         for u in us:
             self._settled[u.index] = u.text
+            self._settled_language[u.index] = u.language or ""
             if u.text:
                 self.context_language = u.language or self.context_language
         while len(self._settled) > 64:  # the prompt needs the last 200 characters only
-            del self._settled[min(self._settled)]
+            i = min(self._settled)
+            del self._settled[i], self._settled_language[i]
 
     @property
     def context(self) -> str:
         """The settled text (the next run's prompt), in the order it was spoken; last 400 characters."""
         return " ".join([self._context0] + [self._settled[i] for i in sorted(self._settled)]).strip()[-400:]
+
+    def context_in(self, language: str) -> str:
+        """The end of :attr:`context` spoken in ``language`` (ISO 639-1): the settled texts since the last one in
+        another language (one whose language is not known counts as this one), and the first prompt only when no
+        settled text is in another language; last 400 characters."""
+        texts = []
+        for i in sorted(self._settled, reverse=True):
+            if self._settled_language.get(i, "") not in ("", language):
+                break
+            texts.append(self._settled[i])
+        else:
+            texts.append(self._context0)
+        return " ".join(reversed(texts)).strip()[-400:]
 
     def due(self, now: float | None = None) -> bool:
         """Whether a run would decode something no decode has heard together yet: a complete chain waits, or the
@@ -910,8 +975,12 @@ class SecondPass:
         langs = {u.language for u in chain}
         if language is None and len(langs) == 1 and "" not in langs:
             language = next(iter(langs))
-        if isinstance(language, str) and self.context_language and language != self.context_language:
-            prompt = ""  # prompted with text in one language, Whisper translates speech in another into it
+        if isinstance(language, str):
+            # prompted with text in one language, Whisper translates speech in another into it: the prompt holds
+            # the settled text in the chain's language only
+            prompt = self.context_in(language)
+            if ctx_text and prompt.endswith(ctx_text):
+                prompt = prompt[: -len(ctx_text)].rstrip()
         return _PassJob(chain, left, win, prompt[-200:], join_words(left + [w for u in chain for w in u.words]),
                         language)
 

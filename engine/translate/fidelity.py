@@ -1,10 +1,10 @@
 """The fidelity guard: a caption must translate its source, never answer it.
 
 :class:`FidelityGuard` checks a final caption against its source: length ratio (characters), target-language
-check (stop words and letters of de/fr/es vs English, :mod:`engine.translate.languages`), and cues that it
-answers instead of translating (question mark lost or invented, answer openers, markdown or line breaks, numbers
-of the source missing (a digit 0–20 may be written out in the target language) or invented, more sentences than
-the source, a trailing "..."). :class:`GuardedTranslator` wraps any live translator (SSBD or AR): a final
+check (stop words and letters of de/fr/es/en, :mod:`engine.translate.languages`: the caption must not stay in
+English or in the source's language), and cues that it answers instead of translating (question mark lost or
+invented, answer openers, markdown or line breaks, numbers of the source missing (a digit 0–20 may be written out
+in the target language) or invented, more sentences than the source, a trailing "..."). :class:`GuardedTranslator` wraps any live translator (SSBD or AR): a final
 caption that fails is re-translated once with AR in the ``guard`` frame, and the event is counted and kept; a
 trailing continuation mark is cut from the SSBD draft before verification (:func:`trim_continuation`).
 """
@@ -103,11 +103,19 @@ class GuardEvent:
     compute_s: float  # seconds of the re-translation
 
 
+def source_language(text: str) -> str:
+    """The language (en, de, fr or es) with the most evidence in ``text`` (:func:`language_scores`; ties go to the
+    first of en, de, fr, es); "" when there is none."""
+    sc = language_scores(text)
+    best = max(sc.items(), key=lambda kv: kv[1])
+    return best[0] if best[1] > 0 else ""
+
+
 class FidelityGuard:
     """Checks that a final caption translates its source into the target language and does not answer it.
 
     Args:
-        target: target language (code or name); the language check runs for :data:`SUPPORTED` targets.
+        target: target language (code or name); the language check runs for :data:`SUPPORTED` targets and English.
         min_ratio, max_ratio: allowed caption/source length ratio in characters (sources of ≥ ``min_chars``).
         min_chars: shorter sources skip the length check.
     """
@@ -137,12 +145,15 @@ class FidelityGuard:
             if not self.min_ratio <= r <= self.max_ratio:
                 reasons.append(f"length_ratio={r:.2f}")
         words = _WORD.findall(cap.lower())
-        if self.code in SUPPORTED and self.code in STOPWORDS:
+        src_lang = source_language(src)
+        if (self.code in SUPPORTED or self.code == "en") and self.code in STOPWORDS:
             sc = language_scores(cap)
             tgt, best = sc[self.code], max(sc.items(), key=lambda kv: kv[1])
-            # no target-language evidence at all only counts on a longer caption: a short one ("Rad, Lenkrad,
-            # Auto, Motor.") may hold no stop word of any language
-            if (best[0] == "en" and best[1] > tgt and best[1] >= 2) or (tgt == 0 and len(words) >= 6):
+            # the caption is in English (an untranslated English source, or the LLM's own language) or still in
+            # the source's language; no target-language evidence at all only counts on a longer caption: a short
+            # one ("Rad, Lenkrad, Auto, Motor.") may hold no stop word of any language
+            other = {"en", src_lang} - {self.code, ""}
+            if (best[0] in other and best[1] > tgt and best[1] >= 2) or (tgt == 0 and len(words) >= 6):
                 reasons.append(f"not_{self.code}")
         # answer cues
         src_low, cap_low = src.lower(), cap.lower()
@@ -151,9 +162,12 @@ class FidelityGuard:
         first = _WORD.findall(src_low)[:1]
         if "?" in cap and "?" not in src and not (first and first[0] in _QWORDS):
             reasons.append("question_invented")
+        # a source that opens like an answer itself ("Nein, ich kann …") may be translated with an opener
+        src_opens = any(re.match(r"[\s\"'«¡¿]*" + ANSWER_OPENERS[lang], src_low)
+                        for lang in {"en", src_lang} & set(ANSWER_OPENERS))
         for lang in {"en", self.code} & set(ANSWER_OPENERS):
             m = re.match(r"[\s\"'«¡¿]*" + ANSWER_OPENERS[lang], cap_low)
-            if m and not re.match(r"[\s\"'«¡¿]*" + ANSWER_OPENERS["en"], src_low):
+            if m and not src_opens:
                 reasons.append(f"answer_opener:{m.group(0).strip()}")
                 break
         if any(mk in cap and mk not in src for mk in ("```", "**", "\n- ", "\n1.", "\n\n")):

@@ -106,7 +106,8 @@ class TranslationResult:
 
 
 class Translator:
-    """Translate English text into ``target`` with a chat LLM (:class:`engine.llm.llama_cpp_lm.LlamaCppLM`).
+    """Translate text in :attr:`source_language` (English unless set) into ``target`` with a chat LLM
+    (:class:`engine.llm.llama_cpp_lm.LlamaCppLM`); English may be the target of a source in another language.
 
     Args:
         lm: CausalLM with ``chat_prompt``.
