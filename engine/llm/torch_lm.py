@@ -27,8 +27,8 @@ class TorchCausalLM:
             family ``llm``).
         dtype: torch dtype (or its name) of a model loaded here: None = bfloat16 on CUDA, float32 on the CPU. A
             model passed in keeps its dtype.
-        n_ctx: context window, tokens (``eval`` past it raises ValueError); 0 = the model's
-            ``max_position_embeddings``.
+        n_ctx: context window, tokens (``eval`` past it raises ValueError); 0 = no limit here (the runtime passes
+            ``llm.n_ctx``).
         cache_dir: where a dequantised GGUF is kept (:func:`load_gguf`), so only the first load pays the conversion
             (minutes on a few cores: every tensor and the 150k-token vocabulary); None = convert every time.
 
@@ -60,7 +60,7 @@ class TorchCausalLM:
         self.dtype = next(self.model.parameters()).dtype
         self.tok = tokenizer
         self.n_vocab = int(model.config.vocab_size)
-        self.n_ctx = int(n_ctx or getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
+        self.n_ctx = int(n_ctx) if n_ctx else 1 << 30  # rotary models run past max_position_embeddings
         eos = model.config.eos_token_id
         self.eos_ids = frozenset(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         self._cache_cls = DynamicCache
