@@ -75,6 +75,8 @@ def jobs(tiny: bool = False) -> tuple[dict, ...]:
                 _bench("ssbd", "--n", "1", "--betas", "0.0", "0.2", "--ks", "3", "--max-tokens", "16",
                        "--role", "llm_draft"), 60,
                 about="tiny: SSBD vs AR re-translation on one sentence, the 0.5B"),
+            _job("gpu-voice", "voice.json", _bench("voice", "--n", "1", "--methods", "cascade"), 120,
+                about="tiny: voice to voice, one spoken question, the cascade"),
         )
     return (
         _job("gpu-asr", "asr.json", _bench("asr", "--methods", ASR_METHODS), 90,
@@ -89,6 +91,9 @@ def jobs(tiny: bool = False) -> tuple[dict, ...]:
         _job("gpu-ssbd", "ssbd_multi30k.json",
             _bench("ssbd", "--n", "15", "--betas", "0.0", "0.2", "--ks", "5", "--max-tokens", "96"), 150,
             about="SSBD (β 0.2) vs AR re-translation, Multi30k en→de streamed lag-3, 15 sentences"),
+        _job("gpu-voice", "voice.json", _bench("voice", "--n", "6"), 120,
+            about="voice to voice (end of speech → first audio), every stage on the device but Piper (CPU): "
+                  "cascade, cascade + incremental prefill and PredGen on 6 spoken questions"),
     )
 
 

@@ -238,7 +238,7 @@ def test_gpu_suite_lists_its_jobs_and_never_files_cpu_numbers_as_gpu(tmp_path):
     r = run_cli(["bench", "all", "--device", "cpu", "--tiny", "--dry-run"])
     assert r.returncode == 0, r.stderr
     names = [line.split()[0] for line in r.stdout.splitlines() if "→" in line]
-    assert names == ["gpu-asr", "gpu-verify-cost", "gpu-predgen", "gpu-ssbd"]
+    assert names == ["gpu-asr", "gpu-verify-cost", "gpu-predgen", "gpu-ssbd", "gpu-voice"]
     assert "bench/results" not in r.stdout and "out/gpu-suite/cpu-tiny" in r.stdout
     r = run_cli(["bench", "all", "--tiny"])
     assert r.returncode == 2 and "--tiny needs --device" in r.stderr
