@@ -588,6 +588,11 @@ class StreamingTranscriber:
             audio, t0 = self._window_audio(job)
         if job is None:
             return
+        self._decode_and_apply(job, audio, t0)
+
+    def _decode_and_apply(self, job, audio: np.ndarray, t0: float) -> None:
+        """Decode one second-pass job (outside the lock: it takes a decode's time) and apply its text; a failed
+        decode changes no text and is reported as an :class:`Error` event."""
         try:
             res = self.second.decode(job, audio, t0)
         except Exception as e:
@@ -641,14 +646,7 @@ class StreamingTranscriber:
                 audio, t0 = self._window_audio(job)
             if job is None:
                 continue
-            try:
-                res = self.second.decode(job, audio, t0)
-            except Exception as e:
-                res = None
-                self.emit(Error("asr", f"transcript revision failed: {type(e).__name__}: {e}"))
-            with self._rev:
-                rev = self.second.apply(job, res)
-            self._revised(job, rev)
+            self._decode_and_apply(job, audio, t0)
             self._cpu_mark = None
 
     def _revised(self, job, rev) -> None:
