@@ -1632,6 +1632,16 @@ def render_readme_block(results: Results) -> str:
          f"echo-cancelled: {bold(str(d['false_barge_ins']['barge_dtd']['answers_with_false_barge_in']) + ' / ' + str(n_echo))}",
          "duplex.json"],
     ]
+    if (results.folder / "conversation.json").exists():
+        cv = results("conversation")["conversation"]["per_method"]["default"]
+        rows += [
+            ["conversation (12 generated dialogues, clean/reverb/babble/telephone): WER against offline beam 5",
+             f"offline Whisper greedy: {num(cv['offline_greedy_wer_vs_beam5'], 3)}",
+             f"streaming final: {num(cv['wer_vs_beam5'], 3)}; after the second pass: "
+             f"{num(cv.get('wer_vs_beam5_revised'), 3)}", "conversation.json"],
+            ["conversation: end of speech → final transcript, p90 (compute ÷ audio)", "—",
+             f"{sec(cv['final_latency_s']['p90'])} ({num(cv['compute_ratio'], 2)})", "conversation.json"],
+        ]
     rows = [[a, b, c_, f"`bench/results/{f}`" if "," not in f else ", ".join(f"`bench/results/{x.strip()}`"
                                                                               for x in f.split(","))]
             for a, b, c_, f in rows]
