@@ -334,7 +334,8 @@ def split_times(tot: dict) -> dict:
 
 
 def run_stream(rt, cfg, backend, path: Path, realtime: bool) -> dict:
-    """Play ``path`` through the live transcriber with ``backend``; returns the raw per-run results."""
+    """Play ``path`` through the live transcriber with ``backend``; returns the raw per-run results (``events``:
+    every event the transcriber emitted, in order)."""
     from audio.sources import FileSource
     from engine.core.events import Error, FinalTranscript, PartialTranscript
 
@@ -357,7 +358,7 @@ def run_stream(rt, cfg, backend, path: Path, realtime: bool) -> dict:
         elif isinstance(ev, Error):
             errors.append(f"{ev.where}: {ev.message}")
     return {"stats": st, "partials": partials, "finals": finals, "records": rec_backend.records, "wall_s": wall,
-            "errors": errors, "transcript": list(tr.transcript)}
+            "errors": errors, "transcript": list(tr.transcript), "events": events}
 
 
 def file_metrics(raw: dict, offline: dict, ref: str | None, W: WER) -> dict:

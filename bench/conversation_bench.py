@@ -58,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.stats import percentiles, rnd as _r
+from bench.stats import rnd as _r
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -220,36 +220,17 @@ def play(rt, cfg, backend, path: Path, realtime: bool) -> dict:
     :func:`bench.asr_stream_bench.file_metrics` takes, with ``languages`` {utterance: ISO 639-1 code, or None where
     the event has none}, ``revisions`` {utterance: latest revised text} and ``event_types`` (Counter of event type
     names)."""
-    from audio.sources import FileSource
-    from bench.asr_stream_bench import RecordingBackend
-    from engine.core.events import Error, FinalTranscript, PartialTranscript
+    from bench.asr_stream_bench import run_stream
+    from engine.core.events import FinalTranscript, RevisedTranscript
 
-    events: list = []
-    source = FileSource(path, cfg.audio.block_s, realtime=realtime)
-    tr = rt.transcriber(source, events.append)
-    rec = RecordingBackend(backend)
-    tr.backend = rec
-    t0 = time.monotonic()
-    st = tr.run()
-    wall = time.monotonic() - t0
-    partials: dict[int, list] = {}
-    finals: dict[int, str] = {}
-    languages: dict[int, str | None] = {}
+    raw = run_stream(rt, cfg, backend, path, realtime)
+    events = raw["events"]
     revisions: dict[int, str] = {}
-    errors = []
     for ev in events:
-        if isinstance(ev, PartialTranscript):
-            partials.setdefault(ev.utterance, []).append(ev)
-        elif isinstance(ev, FinalTranscript):
-            finals[ev.utterance] = ev.text
-            languages[ev.utterance] = getattr(ev, "language", "") or None
-        elif isinstance(ev, Error):
-            errors.append(f"{ev.where}: {ev.message}")
-        elif hasattr(ev, "utterances") and hasattr(ev, "texts"):  # a second pass revised these utterances' text
+        if isinstance(ev, RevisedTranscript):  # a second pass revised these utterances' text
             revisions.update(zip(ev.utterances, ev.texts))
-    return {"stats": st, "partials": partials, "finals": finals, "records": rec.records, "wall_s": wall,
-            "errors": errors, "transcript": list(tr.transcript), "languages": languages, "revisions": revisions,
-            "event_types": Counter(type(e).__name__ for e in events)}
+    return {**raw, "revisions": revisions, "event_types": Counter(type(e).__name__ for e in events),
+            "languages": {ev.utterance: ev.language or None for ev in events if isinstance(ev, FinalTranscript)}}
 
 
 class Offline:
