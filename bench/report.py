@@ -524,6 +524,16 @@ def _caption_cells(d: dict, ar: dict | None) -> list[str]:
             sec(d["first_caption_s_p50"])]
 
 
+def _caption_kinds(files: Iterable[str]) -> dict[str, int]:
+    """How many caption-corpus files are Multi30k sentences (m30k), MT-Bench questions (mt) and voice questions (va)."""
+    kinds = {"mt": 0, "va": 0, "m30k": 0}
+    for f in files:
+        kind = next((k for k in ("m30k", "mt", "va") if Path(f).name.startswith(k)), None)
+        if kind:
+            kinds[kind] += 1
+    return kinds
+
+
 def section_caption(r: Results) -> str:
     c = r("caption")
     chosen = c["mask_k_choice"]["chosen"]
@@ -560,13 +570,7 @@ def section_caption(r: Results) -> str:
     ks = sorted(c["mask_k_choice"]["val_ne_vs_ar"], key=int)
     val_n, test_n = c["splits"]["val"]["ar"]["files"], c["splits"]["test"]["ar"]["files"]
     val_refs, test_refs = c["splits"]["val"]["ar"]["chrf_files"], c["splits"]["test"]["ar"]["chrf_files"]
-    kinds = {"mt": 0, "va": 0, "m30k": 0}
-    for f in c["files"]:
-        name = Path(f).name
-        for p in ("m30k", "mt", "va"):
-            if name.startswith(p):
-                kinds[p] += 1
-                break
+    kinds = _caption_kinds(c["files"])
     a, s = methods["ar"], methods["ssbd"]
     sd = methods[f"ssbd_display_mask{chosen}"]
     sp = methods["ssbd_partial"]
@@ -588,13 +592,7 @@ def section_caption(r: Results) -> str:
                          f"{num(d['ne_mean'], 3)} / {num(dm['ne_mean'], 3)}", str(d["guard_triggers"]),
                          f"{num(d['final_transcript_to_caption_s_p50'])} / {num(d['final_transcript_to_caption_s_p90'])} s",
                          f"{num(d['eos_to_final_caption_s_p50'])} / {num(d['eos_to_final_caption_s_p90'])} s"])
-    seg_kinds = {"va": 0, "mt": 0, "m30k": 0}
-    for f in seg["files"]:
-        name = Path(f).name
-        for p in ("m30k", "mt", "va"):
-            if name.startswith(p):
-                seg_kinds[p] += 1
-                break
+    seg_kinds = _caption_kinds(seg["files"])
 
     q = r("caption_qwen0.5b")
     qm = q["methods"]
