@@ -135,6 +135,7 @@ class EngineController(QObject):
         self._transcriber = None
         self._conv = None
         self._stop = threading.Event()
+        self._ended = threading.Event()  # the session thread has emitted session_ended (it is returning)
         self._loader: threading.Thread | None = None
         self.loaded = False
 
@@ -217,6 +218,10 @@ class EngineController(QObject):
     def start(self, opts: SessionOptions) -> bool:
         """Start listening. Returns False (and emits ``error``) when the input cannot be opened or the previous
         session is still winding down."""
+        if self.running() and self._ended.is_set() and threading.current_thread() is not self._session:
+            # the session already said it ended (its last statement) and is returning: a start right after
+            # session_ended must start a new session, not find the old thread alive and report it running
+            self._session.join(timeout=5.0)
         if self.stopping():
             self.error.emit("the previous session is still stopping; try again in a moment")
             return False
@@ -228,7 +233,9 @@ class EngineController(QObject):
             self.error.emit(str(e))
             return False
         self._stop = threading.Event()  # a new event per session: a late stop() of the old one cannot reach it
-        self._session = threading.Thread(target=self._run, args=(opts, self._stop), name="session", daemon=True)
+        self._ended = threading.Event()
+        self._session = threading.Thread(target=self._run, args=(opts, self._stop, self._ended), name="session",
+                                         daemon=True)
         self._session.start()
         return True
 
@@ -283,8 +290,9 @@ class EngineController(QObject):
         if self._conv is not None:
             self._conv.on_playback_cut(_seconds(dropped_s))
 
-    def _run(self, opts: SessionOptions, stop: threading.Event) -> None:
-        """The session thread: ends on any exception with an ``error`` signal, always emits ``session_ended``."""
+    def _run(self, opts: SessionOptions, stop: threading.Event, ended: threading.Event) -> None:
+        """The session thread: ends on any exception with an ``error`` signal, always emits ``session_ended``
+        (``ended`` is set just before)."""
         try:
             self._session_body(opts, stop)
         except Exception as e:
@@ -292,6 +300,7 @@ class EngineController(QObject):
         finally:
             self._transcriber = None
             self._conv = None
+            ended.set()
             self.session_ended.emit()
 
     def _session_body(self, opts: SessionOptions, stop: threading.Event) -> None:

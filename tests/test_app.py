@@ -667,3 +667,28 @@ def test_talking_over_the_answer_with_the_speaker_on(qtbot, tmp_path, store, sma
     assert "utterance" in w.m_turn.text() and w.m_turn.text() != "–"
     assert gui_threads == {True}  # every duplex slot ran on the GUI thread
     assert room.reference is None  # the session gave the player's reference back
+
+
+def test_start_right_after_a_session_ended_starts_a_new_session(monkeypatch):
+    """A start in reply to ``session_ended`` (the window's "next session") while the ended session's thread is still
+    returning starts a new session instead of finding the old thread alive and calling itself running."""
+    import threading
+
+    from PySide6.QtCore import Qt
+
+    from app.controller import EngineController, SessionOptions
+
+    ctl = EngineController(Config())
+    monkeypatch.setattr(ctl, "_make_source", lambda opts: object())
+    sessions = []
+    monkeypatch.setattr(ctl, "_session_body", lambda opts, stop: sessions.append(opts.mode))
+    said, release = threading.Event(), threading.Event()
+    # the ended session's thread is held just after it said so, as a busy machine may hold it
+    ctl.session_ended.connect(lambda: (said.set(), release.wait(10)), Qt.DirectConnection)
+    assert ctl.start(SessionOptions(source="file:x.wav", mode="assistant"))
+    assert said.wait(10) and ctl.running()
+    threading.Timer(0.3, release.set).start()
+    assert ctl.start(SessionOptions(source="file:x.wav", mode="caption"))
+    release.set()
+    assert ctl.wait_stopped(timeout=10)
+    assert sessions == ["assistant", "caption"]
