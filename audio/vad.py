@@ -4,6 +4,16 @@ The ONNX session is faster-whisper's ``SileroVADModel``; the model consumes 512-
 samples of left context and an LSTM state (h, c) carried from chunk to chunk. The end-pointing state machine is
 Silero's ``VADIterator``: speech starts when p ≥ threshold, ends after ``min_silence_s`` with p < threshold − 0.15.
 
+Undecided Silero (band-limited or synthetic speech): on telephone-band audio (300–3400 Hz, μ-law) Silero's p over
+speech mostly lies between 0.3 and 0.5, so its threshold alone drops whole turns (bench conversation, telephone
+condition). A chunk whose energy stands ``fallback_snr_db`` above the stream's noise floor counts as speech when p ≥
+``fallback_threshold`` (lower than ``threshold``), both to open an utterance (after ``min_speech_s`` of such chunks)
+and to hold it; below ``fallback_threshold`` Silero's own rule decides (no second hysteresis band under it: a
+reverberant tail keeps its energy while p falls, and is not held once p is under ``fallback_threshold``). The noise
+floor is a minimum tracker of the chunk energy (it follows a quieter chunk at once and rises by at most
+``noise_rise_db_s`` per second, the simplest form of Martin's minimum statistics), so stationary noise and hum raise
+the floor with them and do not pass the energy gate; babble alone is speech to Silero with or without the fallback.
+
 End of turn (optional ``turn_hook``, e.g. :class:`audio.turn.TurnDetector` — Smart Turn v3.2): at the "pause" event
 (a short silence) the hook scores the utterance so far; when its "complete" probability is ≥ ``turn_threshold`` the
 utterance ends right there, otherwise it ends after ``min_silence_s`` (then set long, e.g. 2–3 s) unless speech
@@ -52,12 +62,17 @@ class StreamingVAD:
             None = no end-of-turn model.
         turn_threshold: a pause ends the utterance when the hook's probability is ≥ this.
         turn_context_s: audio handed to the hook, at most, seconds (Smart Turn reads 8 s).
+        fallback_threshold: speech probability from which a chunk with clear energy counts as speech; None or ≥
+            ``threshold`` = no fallback (Silero's threshold alone; the runtime passes ``vad.fallback_threshold``).
+        fallback_snr_db: energy above the tracked noise floor that makes a chunk's energy clear, dB.
+        noise_rise_db_s: how fast the noise floor may rise, dB per second.
     """
 
     def __init__(self, model_path: str | Path, threshold: float = 0.5, min_silence_s: float = 0.6,
                  min_speech_s: float = 0.25, speech_pad_s: float = 0.2, sample_rate: int = 16000,
                  pause_s: float | None = None, turn_hook: Callable[[np.ndarray], float] | None = None,
-                 turn_threshold: float = 0.5, turn_context_s: float = 8.0):
+                 turn_threshold: float = 0.5, turn_context_s: float = 8.0, fallback_threshold: float | None = None,
+                 fallback_snr_db: float = 15.0, noise_rise_db_s: float = 3.0):
         from faster_whisper.vad import SileroVADModel
 
         if sample_rate != 16000:
@@ -74,6 +89,9 @@ class StreamingVAD:
         self.turn_hook = turn_hook
         self.turn_threshold = turn_threshold
         self.turn_context = int(turn_context_s * sample_rate)
+        self.fallback_threshold = threshold if fallback_threshold is None else min(fallback_threshold, threshold)
+        self.fallback_snr_db = fallback_snr_db
+        self.noise_rise = noise_rise_db_s * CHUNK / sample_rate  # dB per chunk
         self.reset()
 
     def reset(self) -> None:
@@ -91,6 +109,7 @@ class StreamingVAD:
         self.utt_start = 0  # first sample of the current utterance (pad included)
         self.last_end = 0  # sample at which the previous utterance ended (pad included)
         self.last_turn: VadEvent | None = None  # the latest "turn" decision
+        self.noise_floor_db: float | None = None  # tracked minimum of the chunk energy (None before the first chunk)
 
     def probs(self, chunks: np.ndarray) -> np.ndarray:
         """Speech probability per 512-sample chunk; ``chunks`` (n, 512) consecutive; state is carried."""
@@ -114,11 +133,13 @@ class StreamingVAD:
             keep = (self.turn_context + self.pad) // CHUNK + 1
             while len(self.history) > keep:
                 self.history.popleft()
+        energy_db = 10.0 * np.log10(np.mean(chunks.astype(np.float64) ** 2, axis=1) + 1e-12)
         for i, p in enumerate(self.probs(chunks)):
             pos = self.n
             self.n += CHUNK
             self.last_prob = float(p)
-            if p >= self.threshold:
+            clear = self._clear_energy(float(energy_db[i]))
+            if p >= self.threshold or (clear and p >= self.fallback_threshold):
                 self.silence_start = None
                 if not self.in_speech:
                     if self.candidate_start is None:
@@ -129,7 +150,7 @@ class StreamingVAD:
                         # turn at a 0.2 s pause) the two would share audio and its words would be decoded twice
                         self.utt_start = max(0, self.last_end, self.candidate_start - self.pad)
                         events.append(VadEvent("start", self.utt_start / self.sr))
-            elif p < self.threshold - 0.15:
+            elif p < self.threshold - 0.15 and not (clear and p >= self.fallback_threshold):
                 if not self.in_speech:
                     self.candidate_start = None
                 else:
@@ -149,6 +170,14 @@ class StreamingVAD:
                         self.candidate_start = None
                         self.silence_start = None
         return events
+
+    def _clear_energy(self, energy_db: float) -> bool:
+        """Update the noise floor with one chunk's energy (dB re full scale); True when the chunk stands
+        ``fallback_snr_db`` or more above it."""
+        floor = self.noise_floor_db
+        floor = energy_db if floor is None else min(energy_db, floor + self.noise_rise)
+        self.noise_floor_db = floor
+        return energy_db - floor >= self.fallback_snr_db
 
     def _turn_complete(self, later: int, events: list[VadEvent]) -> bool:
         """Ask the hook about the utterance up to the current chunk (``later`` chunks of the history come after

@@ -1472,14 +1472,20 @@ language:
         off = li.get("offline", {})
         if li.get("supported") and li.get("summary"):
             sm = li["summary"]
-            lrows = [[k, str(v["files"]), str(v["utterances"]), num(v["utterance_accuracy"], 3),
+            conv = (li.get("conversation") or {}).get("summary") or {}
+
+            def acc2(x):  # accuracy over utterances of 2 s or more (older results: every utterance)
+                return (x.get("utterances_2s") or {}).get("accuracy", x.get("utterance_accuracy", x.get("accuracy")))
+
+            lrows = [[k, str(v["files"]), str(v["utterances"]), num(acc2(v), 3),
+                      num((conv.get("per_language") or {}).get(k, {}).get("accuracy"), 3),
                       num(off.get("per_language", {}).get(k), 3)] for k, v in sm["per_language"].items()]
-            lrows.append(["**all**", str(len(li["files"])), str(sm["utterances"]), num(sm["utterance_accuracy"], 3),
-                          num(off.get("accuracy"), 3)])
-            lid = table(["language", "files", "utterances", "identified right (stream, per utterance)",
-                         "offline Whisper (per file)"], lrows)
-        else:
-            lid = f"Not measured: {li.get('reason')}."
+            lrows.append(["**all**", str(len(li["files"])), str(sm["utterances"]), num(acc2(sm), 3),
+                          num(acc2(conv), 3) if conv else "–", num(off.get("accuracy"), 3)])
+            lid = table(["language", "files", "utterances", "identified right: each clip alone",
+                         "identified right: speakers in one stream", "offline Whisper (per file)"], lrows)
+            if conv:
+                lid += f"\n\nOne stream: {conv.get('clips', '')} clips, {li['conversation'].get('how', '')}."
         offl = off.get("how", "")
         cap = li.get("captions") or {}
         if cap.get("supported"):

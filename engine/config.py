@@ -266,6 +266,17 @@ class VadConfig:
                                   help="Shorter bursts of speech are ignored.")
     speech_pad_s: float = setting(0.2, label="Speech padding", unit="s", range=(0.0, 1.0),
                                   help="Audio kept before speech starts and after it ends.")
+    # telephone-band speech: Silero's p mostly 0.3-0.5 (bench conversation, telephone condition)
+    fallback_threshold: float = setting(0.3, label="VAD threshold for clear sound", range=(0.05, 0.95),
+                                        help="A 32 ms chunk whose energy stands vad.fallback_snr_db above the noise "
+                                             "floor counts as speech from this Silero probability on (band-limited "
+                                             "or synthetic speech that Silero is unsure of); ≥ vad.threshold = off.")
+    fallback_snr_db: float = setting(15.0, label="Clear sound above the noise floor", unit="dB", range=(0.0, 60.0),
+                                     help="Energy above the tracked noise floor that makes a chunk clear sound for "
+                                          "vad.fallback_threshold.")
+    noise_rise_db_s: float = setting(3.0, label="Noise floor rise", unit="dB/s", range=(0.1, 30.0),
+                                     help="How fast the VAD's noise floor (a minimum tracker of the chunk energy) "
+                                          "may rise: a steady noise is followed within seconds, speech is not.")
 
 
 @dataclass(frozen=True)
@@ -414,6 +425,10 @@ class AsrConfig:
     language_agree_p: float = setting(0.6, label="Language agreement probability", range=(0.3, 1.0),
                                       help="asr.language=auto: two consecutive utterances most probably in the same "
                                            "other language (at least this probability) switch the session to it.")
+    language_memory: float = setting(0.5, label="Language memory", range=(0.0, 0.95),
+                                     help="asr.language=auto: weight of the earlier utterances' language "
+                                          "identification, per utterance of age, when a window's own is unsure; "
+                                          "0 = each window alone.")
 
 
 _LLM_ROLES = ("llm_target", "llm_draft")

@@ -102,7 +102,8 @@ class Runtime:
         from engine.asr.streaming import SessionLanguage
 
         a = self.cfg.asr
-        lang = (SessionLanguage(a.language_switch_p, a.language_switch_min_s, a.language_agree_p)
+        lang = (SessionLanguage(a.language_switch_p, a.language_switch_min_s, a.language_agree_p,
+                                 memory=a.language_memory)
                 if a.language == "auto" else None)
         return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit,
                                     a.min_chunk_s, a.buffer_trim_s, final_full=a.final_full,
@@ -185,9 +186,16 @@ class Runtime:
             td = self.turn_detector()
             return StreamingVAD(self.model("vad").path, threshold=v.threshold, min_silence_s=d.turn_max_silence_s,
                                 min_speech_s=v.min_speech_s, speech_pad_s=v.speech_pad_s, pause_s=d.turn_pause_s,
-                                turn_hook=td.complete_probability, turn_threshold=d.turn_threshold)
+                                turn_hook=td.complete_probability, turn_threshold=d.turn_threshold,
+                                **self._vad_fallback())
         return StreamingVAD(self.model("vad").path, threshold=v.threshold, min_silence_s=v.min_silence_s,
-                            min_speech_s=v.min_speech_s, speech_pad_s=v.speech_pad_s)
+                            min_speech_s=v.min_speech_s, speech_pad_s=v.speech_pad_s, **self._vad_fallback())
+
+    def _vad_fallback(self) -> dict:
+        """The VAD's clear-sound fallback settings (``vad.fallback_threshold`` and the noise floor's)."""
+        v = self.cfg.vad
+        return {"fallback_threshold": v.fallback_threshold, "fallback_snr_db": v.fallback_snr_db,
+                "noise_rise_db_s": v.noise_rise_db_s}
 
     def turn_detector(self):
         """The Smart Turn v3.2 end-of-turn model (assets/smart_turn, onnxruntime)."""

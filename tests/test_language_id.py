@@ -27,6 +27,33 @@ def test_a_short_or_unsure_identification_does_not_switch_a_long_sure_one_does()
     assert SessionLanguage().choose([("es", 0.4), ("en", 0.3)], 0.5) == "es"  # no session language yet
 
 
+def test_an_unsure_window_is_read_with_what_the_session_said():
+    """Whisper base on synthetic speech (identifications as it gives them on bench/data/conversation/langid): the
+    session's evidence from earlier utterances settles an unsure window, corrects a session that started in the
+    wrong language, and lets a new speaker's language take over; a short "okay" still flips nothing."""
+    first = SessionLanguage()  # the session's first utterance: each longer window decides anew
+    assert first.choose([("ja", 0.4), ("fr", 0.3)], 1.0) == "ja"  # its first second
+    assert first.choose([("fr", 0.5), ("ja", 0.2)], 3.0, current="ja") == "fr"
+    s = SessionLanguage(language="it")  # a Spanish speaker's first utterance was decoded in Italian: a tie
+    s.end_utterance("it", [("it", 0.43), ("es", 0.43), ("la", 0.05)])
+    assert s.choose([("es", 0.39), ("en", 0.12), ("th", 0.09)], 3.0) == "es"  # the plain rule would keep Italian
+    assert SessionLanguage(language="it").choose([("es", 0.39), ("en", 0.12), ("th", 0.09)], 3.0) == "it"
+    s = SessionLanguage()
+    for probs in ([("fr", 0.47), ("nn", 0.07), ("es", 0.05)], [("fr", 0.63), ("pl", 0.06), ("nn", 0.04)]):
+        s.end_utterance(s.choose(probs, 3.0), probs)
+    assert s.language == "fr"
+    assert s.choose([("ja", 0.3), ("fr", 0.2), ("ro", 0.07)], 3.0) == "fr"  # French heard as Japanese
+    assert s.choose([("en", 0.99), ("fr", 0.001)], 0.9) == "fr"  # "Okay.": too short to weigh
+    for probs in ([("de", 0.64), ("en", 0.15), ("la", 0.08)], [("de", 0.57), ("en", 0.1), ("la", 0.07)]):
+        s.end_utterance(s.choose(probs, 3.0), probs)  # a German speaker: sure enough at once
+    assert s.language == "de"
+    assert s.choose([("fr", 0.44), ("en", 0.11), ("es", 0.06)], 3.0) == "fr"  # French again, unsure but unlike German
+    assert SessionLanguage(language="de").choose([("fr", 0.44), ("en", 0.11), ("es", 0.06)], 3.0) == "de"
+    off = SessionLanguage(language="it", memory=0.0)  # no memory: the plain rule
+    off.end_utterance("it", [("it", 0.43), ("es", 0.43), ("la", 0.05)])
+    assert off.choose([("es", 0.39), ("en", 0.12), ("th", 0.09)], 3.0) == "it"
+
+
 def test_the_session_takes_an_utterances_language_or_two_that_agree():
     s = SessionLanguage(agree_p=0.6, language="en")
     s.end_utterance("en", [("nn", 0.65), ("en", 0.3)])  # decoded in English, leaning to Nynorsk
@@ -335,3 +362,30 @@ def test_session_language_is_silent_on_silence(rt):
     st = rt.transcriber(ArraySource(np.zeros(3 * 16000, np.float32), realtime=False), evs.append)
     st.run()
     assert not _finals(evs) and st.session_language.language is None
+
+
+def test_the_language_id_corpus_as_speakers_taking_turns():
+    """bench conversation's language-ID corpus: its clips as one stream, each voice a speaker saying its sentences
+    in a row, speakers round-robin over the languages; every clip once, back to back; and the summary counts an
+    utterance with an empty final text (a language was still decoded)."""
+    from audio.io import load_audio
+    from bench.conversation_bench import langid_conversation, langid_summary, load_items, spoken_at
+
+    items = load_items(["langid"])
+    audio = {it.name: load_audio(it.path) for it in items}
+    stream, spans = langid_conversation(items, audio)
+    assert sorted(s["file"] for s in spans) == sorted(audio) and len(stream) == sum(map(len, audio.values()))
+    assert all(a["end"] == pytest.approx(b["start"], abs=1e-3) for a, b in zip(spans, spans[1:]))
+    turns = [(s["language"], s["voice"]) for s in spans]
+    speakers = [t for i, t in enumerate(turns) if i == 0 or t != turns[i - 1]]
+    assert len(speakers) == len(set(speakers))  # a speaker says all its sentences in one turn
+    assert all(a[0] != b[0] for a, b in zip(speakers, speakers[1:]))  # the next speaker speaks another language
+    assert spoken_at(spans, spans[5]["start"] + 1.0) == spans[5]["language"] and spoken_at(spans, 1e6) is None
+    rows = [{"language": "fr", "methods": {"m": {"utterance_detail": [
+        {"language": "fr", "text": "Il fait beau.", "t_start": 0.2, "t_end": 3.0},
+        {"language": "ja", "text": "", "t_start": 4.0, "t_end": 6.5},
+        {"language": "fr", "text": "Oui.", "t_start": 7.0, "t_end": 7.8}]}}}]
+    s = langid_summary(rows, "m")
+    assert s["utterance_accuracy"] == 1.0 and s["utterances"] == 2  # with a final text only
+    assert s["all_utterances"] == {"accuracy": 0.6667, "utterances": 3}
+    assert s["utterances_2s"] == {"accuracy": 0.5, "utterances": 2}

@@ -177,12 +177,24 @@ class SessionLanguage:
 
     Rule for each decode of an utterance (``current``: the utterance's language so far, at first the session's):
 
-    * the session has no language yet (its first words): the most probable language;
+    * the session has no language yet (its first utterance): the most probable language on this window (each
+      longer window of the utterance decides anew);
     * the most probable language is ``current``: ``current``;
     * another language, with probability ≥ ``switch_p`` (or ≥ 0.5 while ``current`` has < 0.05: the speech is
       surely not in it) on a window of at least ``switch_min_s`` seconds of audio: that language (the utterance
       switches);
+    * otherwise, once utterances have ended and on a window of at least ``switch_min_s``: the language with the most
+      evidence, ``memory`` × the session's evidence + log p of this window, among this window's candidates,
+      ``current`` and the session's language (a person keeps speaking their language: an unsure window is read
+      together with what the session said);
     * otherwise ``current``.
+
+    The session's evidence is a language's log-probability summed over the ended utterances (their final
+    identification), each utterance weighted ``memory`` × the weight of the one after it — a forgetting prior, so
+    a new speaker's language takes over within an utterance or two while one unsure identification (Whisper base
+    hears some synthetic French voices as Japanese or Thai, unsurely) does not move a session that said French
+    before (bench conversation, language-ID corpus as one stream).
+    A language missing from an identification's top candidates counts with half the least listed probability.
 
     At the end of an utterance (:meth:`end_utterance`) the session takes the utterance's language; and a language
     that was the most probable (p ≥ ``agree_p``) at the end of two consecutive utterances without passing the
@@ -193,31 +205,58 @@ class SessionLanguage:
         switch_min_s: shortest audio (seconds) whose identification may switch it.
         agree_p: probability with which two consecutive utterances must name the same other language (0–1).
         language: the session's language at the start (ISO 639-1), or None to take the first utterance's.
+        memory: weight of the session's evidence per utterance of age (0 = each window on its own evidence alone,
+            as before any utterance ended; 0–1).
     """
 
     def __init__(self, switch_p: float = 0.8, switch_min_s: float = 1.5, agree_p: float = 0.6,
-                 language: str | None = None):
+                 language: str | None = None, memory: float = 0.5):
         self.switch_p, self.switch_min_s, self.agree_p = float(switch_p), float(switch_min_s), float(agree_p)
+        self.memory = float(memory)
         self.language = language
         self._candidate: str | None = None  # the other language the previous utterance leaned to
         self._spoken: list[tuple[str, str]] = []  # (language, final text) of the latest utterances, oldest first
+        self._evidence: dict[str, float] = {}  # language → weighted sum of log p over the ended utterances
+        self._evidence_rest = 0.0  # the same for every language not in _evidence
+
+    @staticmethod
+    def _log_probs(probs: Sequence[tuple[str, float]]) -> tuple[dict[str, float], float]:
+        """({code: log p} of the listed candidates, log p of any unlisted language: half the least listed)."""
+        logs = {code: float(np.log(max(p, 1e-6))) for code, p in probs}
+        return logs, float(np.log(max(min(p for _, p in probs) / 2, 1e-6)))
 
     def choose(self, probs: Sequence[tuple[str, float]], audio_s: float, current: str | None = None) -> str:
         """The language to decode a window of ``audio_s`` seconds in, given the identified ``probs`` ((code,
         probability) pairs, most probable first) and the utterance's ``current`` language (default the session's)."""
-        current = current or self.language
         top, p = probs[0]
-        if current is None or top == current:
+        # before the session has a language, each (longer) window of its first utterance decides anew: the first
+        # decode reads about a second of speech, too little to bind the rest of the utterance to
+        if self.language is None or top == (current or self.language):
             return top
+        current = current or self.language
         if audio_s >= self.switch_min_s and (p >= self.switch_p
                                              or (p >= 0.5 and dict(probs).get(current, 0.0) < 0.05)):
             return top
+        if self._evidence and self.memory > 0 and audio_s >= self.switch_min_s:
+            logs, rest = self._log_probs(probs)
+            candidates = [code for code, _ in probs] + [current] + ([self.language] if self.language else [])
+
+            def score(code: str) -> float:
+                return self.memory * self._evidence.get(code, self._evidence_rest) + logs.get(code, rest)
+
+            best = max(candidates, key=score)
+            return current if score(best) <= score(current) else best
         return current
 
     def end_utterance(self, language: str | None, probs: Sequence[tuple[str, float]] | None = None) -> None:
         """An utterance was decoded in ``language`` (its final decode), whose latest identification gave ``probs``."""
         if language:
             self.language = language
+        if probs:
+            logs, rest = self._log_probs(probs)
+            self._evidence = {code: self.memory * self._evidence.get(code, self._evidence_rest) + logs.get(code, rest)
+                              for code in set(self._evidence) | set(logs)}
+            self._evidence_rest = self.memory * self._evidence_rest + rest
         top = probs[0] if probs else None
         if top is not None and top[0] != self.language and top[1] >= self.agree_p:
             if self._candidate == top[0]:
