@@ -553,6 +553,11 @@ def done_when(report: dict) -> dict:
         out["langid"] = {"utterance_2s_accuracy": acc, "ok": None if acc is None else acc >= 0.95,
                          "conversation_utterance_2s_accuracy": conv,
                          "conversation_ok": None if conv is None else conv >= 0.95}
+        named = li.get("languages_named")
+        if named:
+            out["langid"]["languages_named_utterance_2s_accuracy"] = named["summary"]["utterances_2s"]["accuracy"]
+            out["langid"]["languages_named_conversation_utterance_2s_accuracy"] = (
+                named.get("conversation", {}).get("summary", {}).get("utterances_2s", {}).get("accuracy"))
     return out
 
 
@@ -665,6 +670,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fast", action="store_true", help="no real-time pacing (quick checks; latencies meaningless)")
     ap.add_argument("--no-captions", action="store_true", help="skip the captions of the language-ID corpus")
     ap.add_argument("--config", help="TOML config file (as specvoice --config)")
+    ap.add_argument("--langid-languages", default="en,de,fr,es", metavar="CODES",
+                    help="language-ID corpus: also run it with asr.languages set to these (the languages spoken in "
+                         "the corpus and English, as a user who names the languages they speak); '' = skip")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="base configuration override (repeatable)")
     ap.add_argument("--data", metavar="DIR", default=str(CONVERSATION),
@@ -826,28 +834,39 @@ def main(argv: list[str] | None = None) -> int:
         sec: dict = {"method": m, "supported": not auto_reason, "reason": auto_reason, "files": []}
         det = {}
         for it in lid:
-            row = {"file": it.name, "language": it.group, "speech_s": it.meta.get("speech_s"), "methods": {}}
             lang, p = off.detect(audio[it.name])
-            row["offline_detected"], row["offline_probability"] = lang, p
             det.setdefault(it.group, []).append(lang == it.group)
-            if not auto_reason:
-                try:
-                    raw = play(models.runtime(auto_cfgs[m]), auto_cfgs[m], models.backend(m, True, auto_cfgs[m], warm),
-                               it.path, realtime=not a.fast)
-                    res = stream_metrics(raw, {"beam5": "", "greedy": ""}, None, W)
-                    row["methods"][m] = {"utterance_detail": res["utterance_detail"], "languages": res["languages"],
-                                         "text": res["text"]}
-                except Exception as e:
-                    row["methods"][m] = {"error": f"{type(e).__name__}: {e}"}
-                log(f"conversation: {it.name}: {row['methods'][m].get('languages')} (offline {lang})")
-            sec["files"].append(row)
+            sec["files"].append({"file": it.name, "language": it.group, "speech_s": it.meta.get("speech_s"),
+                                 "offline_detected": lang, "offline_probability": p})
         sec["offline"] = {"accuracy": _r(sum(map(sum, det.values())) / sum(map(len, det.values())), 4),
                           "per_language": {k: _r(sum(v) / len(v), 4) for k, v in det.items()},
                           "how": "faster-whisper detect_language on each whole file (Whisper base)"}
         if not auto_reason:
-            sec["summary"] = langid_summary(sec["files"], m)
-            sec["conversation"] = langid_stream(lid, audio, auto_cfgs[m], models, m, W, warm, not a.fast, log)
-            write_json(out, finish(False))
+            variants = [("", auto_cfgs[m])]
+            if a.langid_languages:
+                variants.append((a.langid_languages, auto_cfgs[m].with_overrides(
+                    {"asr": {"languages": a.langid_languages}})))
+            for spoken, cfg in variants:
+                key = m if not spoken else f"{m}+languages"
+                for it, row in zip(lid, sec["files"]):
+                    try:
+                        raw = play(models.runtime(cfg), cfg, models.backend(m, True, cfg, warm), it.path,
+                                   realtime=not a.fast)
+                        res = stream_metrics(raw, {"beam5": "", "greedy": ""}, None, W)
+                        row.setdefault("methods", {})[key] = {
+                            "utterance_detail": res["utterance_detail"], "languages": res["languages"],
+                            "text": res["text"]}
+                    except Exception as e:
+                        row.setdefault("methods", {})[key] = {"error": f"{type(e).__name__}: {e}"}
+                    log(f"conversation: {it.name} [{key}]: {row['methods'][key].get('languages')} "
+                        f"(offline {row['offline_detected']})")
+                summary = langid_summary(sec["files"], key)
+                stream = langid_stream(lid, audio, cfg, models, m, W, warm, not a.fast, log)
+                if not spoken:
+                    sec["summary"], sec["conversation"] = summary, stream
+                else:  # the same with the spoken languages named (asr.languages)
+                    sec["languages_named"] = {"asr.languages": spoken, "summary": summary, "conversation": stream}
+                write_json(out, finish(False))
             if not a.no_captions:
                 sec["captions"] = captions(lid, auto_cfgs[m], models, log)
         elif not a.no_captions:

@@ -1484,6 +1484,14 @@ language:
                           num(acc2(conv), 3) if conv else "–", num(off.get("accuracy"), 3)])
             lid = table(["language", "files", "utterances", "identified right: each clip alone",
                          "identified right: speakers in one stream", "offline Whisper (per file)"], lrows)
+            named = li.get("languages_named") or {}
+            if named.get("summary"):
+                nconv = (named.get("conversation") or {}).get("summary") or {}
+                lrows.append([f"**all**, `asr.languages={named['asr.languages']}`", str(len(li["files"])),
+                              str(named["summary"]["utterances"]), num(acc2(named["summary"]), 3),
+                              num(acc2(nconv), 3) if nconv else "–", "–"])
+                lid = table(["language", "files", "utterances", "identified right: each clip alone",
+                             "identified right: speakers in one stream", "offline Whisper (per file)"], lrows)
             if conv:
                 lid += f"\n\nOne stream: {conv.get('clips', '')} clips, {li['conversation'].get('how', '')}."
         offl = off.get("how", "")

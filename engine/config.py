@@ -425,6 +425,10 @@ class AsrConfig:
     language_agree_p: float = setting(0.6, label="Language agreement probability", range=(0.3, 1.0),
                                       help="asr.language=auto: two consecutive utterances most probably in the same "
                                            "other language (at least this probability) switch the session to it.")
+    languages: str = setting("", label="Languages spoken",
+                             help="asr.language=auto: the languages to identify among, Whisper codes separated by "
+                                  "commas (e.g. en,fr); empty = every language Whisper knows. Naming the languages "
+                                  "the speakers use keeps a short or unsure utterance from being heard as another.")
     language_memory: float = setting(0.5, label="Language memory", range=(0.0, 0.95),
                                      help="asr.language=auto: weight of the earlier utterances' language "
                                           "identification, per utterance of age, when a window's own is unsure; "
@@ -686,10 +690,19 @@ def lookup(key: str) -> Setting:
     raise ConfigError(f"{key}: unknown config key ({sec} has: {names})")
 
 
+def spoken_languages(value: str) -> tuple[str, ...]:
+    """``asr.languages`` as a tuple of codes (lower case, blanks dropped; empty = every language)."""
+    return tuple(c.strip().lower() for c in value.split(",") if c.strip())
+
+
 def check_combination(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
     """Rules between settings: ``[(keys, message), ...]`` for each broken one; ``keys`` are the settings involved,
     the one the user should change first."""
     out = []
+    unknown = [c for c in spoken_languages(cfg.asr.languages) if c not in WHISPER_LANGUAGES]
+    if unknown:
+        out.append((("asr.languages",), f"asr.languages: {', '.join(map(repr, unknown))} is not a Whisper language "
+                                        "code (e.g. en, fr, de, es)"))
     if cfg.llm.backend == "remote" and not cfg.llm.base_url:
         out.append((("llm.base_url", "llm.backend"), "llm.base_url: required with llm.backend = remote"))
     return out

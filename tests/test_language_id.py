@@ -54,6 +54,19 @@ def test_an_unsure_window_is_read_with_what_the_session_said():
     assert off.choose([("es", 0.39), ("en", 0.12), ("th", 0.09)], 3.0) == "it"
 
 
+def test_named_languages_restrict_every_identification():
+    """asr.languages: an identification is restricted to the languages spoken and renormalised; one naming none of
+    them gives the first; without named languages nothing changes."""
+    s = SessionLanguage(languages=("en", "fr"))
+    kept = s.restrict([("ja", 0.5), ("fr", 0.3), ("en", 0.1)])
+    assert [c for c, _ in kept] == ["fr", "en"] and [p for _, p in kept] == pytest.approx([0.75, 0.25])
+    assert s.choose([("ja", 0.5), ("fr", 0.3), ("en", 0.1)], 3.0) == "fr"  # heard as Japanese: French is spoken
+    assert s.restrict([("ja", 1.0)]) == [("en", 1.0)]
+    s.language = "fr"
+    s.end_utterance("fr", [("th", 0.7), ("en", 0.2), ("fr", 0.1)])  # a sure Thai is an unsure English here
+    assert s.language == "fr" and SessionLanguage().restrict([("ja", 0.5)]) == [("ja", 0.5)]
+
+
 def test_the_session_takes_an_utterances_language_or_two_that_agree():
     s = SessionLanguage(agree_p=0.6, language="en")
     s.end_utterance("en", [("nn", 0.65), ("en", 0.3)])  # decoded in English, leaning to Nynorsk

@@ -15,7 +15,8 @@ from engine.config import SETTINGS, Config, ConfigError, load_config  # noqa: E4
 # text settings whose value is free (a path, a URL, a name, a prompt); every other text setting is a fixed set
 FREE_TEXT = {"models.asr_target", "models.asr_draft", "models.llm_target", "models.llm_draft", "models.tts_voice",
              "models.vad", "models.cache_dir", "models.dir", "audio.input_device", "audio.output_device",
-             "llm.system_prompt", "llm.base_url", "llm.model", "llm.api_key_env", "llm.tokenizer"}
+             "llm.system_prompt", "llm.base_url", "llm.model", "llm.api_key_env", "llm.tokenizer",
+             "asr.languages"}  # a list of Whisper codes, each checked (check_combination)
 
 
 @pytest.fixture(autouse=True)
@@ -93,6 +94,7 @@ def test_file_environment_and_set_in_that_order(tmp_path, monkeypatch):
     ("caption.target_language=Klingon", "caption.target_language: 'Klingon' is not a code or English name of "
                                         "de/German"),
     ("vad.threshold=7", "vad.threshold: 7.0 is outside 0.05..0.95"),
+    ("asr.languages=en,xx", "asr.languages: 'xx' is not a Whisper language code"),
     ("vad.threshold=loud", "vad.threshold: expected float, got 'loud'"),
     ("llm.max_answer_tokens=1.5", "llm.max_answer_tokens: expected int, got '1.5'"),
     ("vad.loudness=3", "vad.loudness: unknown config key (vad has: threshold, min_silence_s"),

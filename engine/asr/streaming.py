@@ -207,12 +207,16 @@ class SessionLanguage:
         language: the session's language at the start (ISO 639-1), or None to take the first utterance's.
         memory: weight of the session's evidence per utterance of age (0 = each window on its own evidence alone,
             as before any utterance ended; 0–1).
+        languages: the languages the speakers may use (ISO 639-1 codes); every identification is restricted to
+            them and renormalised (a short or unsure window is then never heard as a language nobody speaks);
+            None or empty = every language Whisper knows.
     """
 
     def __init__(self, switch_p: float = 0.8, switch_min_s: float = 1.5, agree_p: float = 0.6,
-                 language: str | None = None, memory: float = 0.5):
+                 language: str | None = None, memory: float = 0.5, languages: Sequence[str] | None = None):
         self.switch_p, self.switch_min_s, self.agree_p = float(switch_p), float(switch_min_s), float(agree_p)
         self.memory = float(memory)
+        self.languages = tuple(languages or ())
         self.language = language
         self._candidate: str | None = None  # the other language the previous utterance leaned to
         self._spoken: list[tuple[str, str]] = []  # (language, final text) of the latest utterances, oldest first
@@ -225,9 +229,22 @@ class SessionLanguage:
         logs = {code: float(np.log(max(p, 1e-6))) for code, p in probs}
         return logs, float(np.log(max(min(p for _, p in probs) / 2, 1e-6)))
 
+    def restrict(self, probs: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+        """``probs`` ((code, probability) pairs, most probable first) restricted to :attr:`languages` and
+        renormalised, most probable first (unchanged when no languages are set; the first of them with probability 1
+        when the identification names none of them)."""
+        if not self.languages:
+            return list(probs)
+        kept = [(c, p) for c, p in probs if c in self.languages]
+        total = sum(p for _, p in kept)
+        if not kept or total <= 0:
+            return [(self.languages[0], 1.0)]
+        return sorted(((c, p / total) for c, p in kept), key=lambda x: -x[1])
+
     def choose(self, probs: Sequence[tuple[str, float]], audio_s: float, current: str | None = None) -> str:
         """The language to decode a window of ``audio_s`` seconds in, given the identified ``probs`` ((code,
         probability) pairs, most probable first) and the utterance's ``current`` language (default the session's)."""
+        probs = self.restrict(probs)
         top, p = probs[0]
         # before the session has a language, each (longer) window of its first utterance decides anew: the first
         # decode reads about a second of speech, too little to bind the rest of the utterance to
@@ -250,6 +267,7 @@ class SessionLanguage:
 
     def end_utterance(self, language: str | None, probs: Sequence[tuple[str, float]] | None = None) -> None:
         """An utterance was decoded in ``language`` (its final decode), whose latest identification gave ``probs``."""
+        probs = self.restrict(probs) if probs else probs
         if language:
             self.language = language
         if probs:

@@ -263,10 +263,8 @@ def detect_language(model, features) -> list[tuple[str, float]]:
 
     Args:
         model: ``ctranslate2.models.Whisper`` (multilingual).
-        features: its encoder output, StorageView (1, n_frames / 2, d_model). A scaled window works but is less
-            sure than the padded 30 s window Whisper was trained on: on the 36 short espeak-ng utterances of
-            bench/data/conversation/langid (de/fr/es, 3.3–5.6 s) Whisper base named 25 right from the scaled window,
-            31 from the padded one.
+        features: its encoder output, StorageView (1, n_frames / 2, d_model); a window scaled to its audio or the
+            padded 30 s window Whisper was trained on.
 
     Returns:
         (ISO 639-1 code, probability) pairs, most probable first, for the first item of the batch.
