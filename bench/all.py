@@ -191,13 +191,12 @@ JOBS: tuple[Job, ...] = (
         about="re-decode every 1 s of a growing buffer: faster-whisper AR vs SSD-CT2 vs SSD-CT2 without a draft"),
     # -- codec TTS -------------------------------------------------------------------------------------------------
     Job("tts", "tts.json",
-        _bench("tts", "--n", "100", "--methods", "ar,sd,ssd,pcg0.38,pcg0.42,pcg0.45", "--lookahead", "3",
-               "--seed", "0"), 1050,
-        about="codec TTS sampling: target-only vs SD vs SSD bias vs PCG θ sweep, Whisper CER"),
-    Job("tts-stages", "tts_stages.json", _bench("tts", "--stages", "--n", "30"), 900,
-        about="codec TTS: Whisper CER stage by stage (teacher, Griffin-Lim, codec round trip, durations, LM)"),
-    Job("tts-stages-render", "tts_stages_render.json", _bench("tts", "--stages", "--n", "30"), 900,
-        about="a second run of the stage table (run-to-run spread; the learned decoder vs centroid rendering)"),
+        _bench("tts", "--n", "100", "--methods", "ar,sd,ssd,pcg0.42,pcg0.5,pcg0.6", "--lookahead", "3",
+               "--val", "20", "--select-thetas", "0.42,0.5,0.6", "--select-lookaheads", "2,3,4", "--seed", "0"), 1500,
+        about="codec TTS sampling: target-only vs SD vs SSD bias vs PCG θ sweep (θ, L_d chosen on validation), "
+              "Whisper CER"),
+    Job("tts-stages", "tts_stages.json", _bench("tts", "--stages", "--n", "100"), 900,
+        about="codec TTS: Whisper CER stage by stage (teacher, codec round trip, LM on the teacher's prior, full)"),
     # -- voice to voice --------------------------------------------------------------------------------------------
     Job("voice", "voice.json", _bench("voice", "--methods", "cascade", "cascade_sentence", "cascade_prefill",
                                       "predgen", "predgen_sentence"), 1500,

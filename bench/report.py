@@ -1180,23 +1180,25 @@ complete turn it misjudges waits for the hard limit (p90 {sec(st["delay_p90_s"])
 def section_tts(r: Results) -> str:
     st = r("tts_stages")
     before = _asset("assets/codec_tts/stages_before.json")
-    names = {"teacher": "Piper teacher", "vocoder_only": "Griffin-Lim of the teacher's own spectrum",
-             "codec_round_trip": "codec round trip", "teacher_codes_predicted_durations":
-             "teacher codes re-timed to the predicted durations", "lm_true_durations":
-             "target LM free-running on Piper's durations", "lm_predicted_durations": "full system"}
+    names = {"teacher": "Piper teacher", "codec_round_trip": "codec round trip",
+             "lm_true_durations": "target LM free-running on the teacher's own prior and durations",
+             "lm_predicted_durations": "full system"}
     srows = [[names.get(k, k), pct(before["results"][k]["cer"] / 100, 1) if k in before["results"] else "—",
               pct(v["cer"] / 100, 1), pct(v["wer"] / 100, 1)] for k, v in st["results"].items()]
-    sr = r("tts_stages_render")
-    rnames = dict(names, codec_round_trip_centroid_render="codec round trip, centroid rendering",
-                  lm_predicted_durations_centroid_render="full system, centroid rendering")
-    rrows = [[rnames.get(k, k), pct(v["cer"] / 100, 1), pct(v["wer"] / 100, 1)] for k, v in sr["results"].items()]
     t = r("tts")
     res = t["results"]
     dflt = _defaults().tts
     tnames = {"ar": "target-only AR", "sd": "standard SD", "ssd": "SSD constant bias", "piper_teacher": "Piper teacher"}
+
+    def label(k):
+        if not k.startswith("pcg"):
+            return tnames.get(k, k)
+        th, _, L = k[3:].partition("L")
+        return f"PCG θ {th}" + (f", L_d {L}" if L else "")
+
     trows = []
     for k, v in res.items():
-        lab = tnames.get(k) or (f"PCG θ {k[3:]}" if k.startswith("pcg") else k)
+        lab = label(k)
         is_def = (k == dflt.codec_method) or (dflt.codec_method == "pcg" and k == f"pcg{dflt.theta:g}")
         if "tokens_per_s" not in v:
             trows.append([lab, "—", "—", "—", "—", "—", "—", num(v["wer"], 1), num(v["cer"], 1)])
@@ -1218,8 +1220,10 @@ def section_tts(r: Results) -> str:
     mk = sorted(mm["torch_mkl"], key=int)
     mrows = [[name, *[num(v[k], 1) for k in mk]] for name, v in mm.items()]
     ar = res["ar"]
-    pcgs = {k: v for k, v in res.items() if k.startswith("pcg")}
-    pcg_best = max(pcgs.values(), key=lambda v: v["acceptance_rate"])
+    sel = t.get("selection") or {}
+    chosen = res.get(sel.get("chosen", ""), {})
+    spec = {k: v for k, v in res.items() if "speedup_vs_target" in v and k != "ar"}
+    fastest = max(spec, key=lambda k: spec[k]["speedup_vs_target"])
     sd = res["sd"]
     pm = sd["pass_ms"]["target"][str(t["lookahead"] + 1)][1]
     dm = sd["pass_ms"]["draft"]["1"][1]
@@ -1234,34 +1238,29 @@ def section_tts(r: Results) -> str:
                        f"{round(v['presynth_rate'] * v['files'])} / {v['files']}"])
     return f"""## Codec TTS and PCG (`specvoice bench tts`)
 
-The codec-token TTS (trained here from the Piper voice, `assets/codec_tts/`) with target-only AR, standard
-speculative sampling, SSD-style constant bias and PCG (group-level acceptance). Intelligibility is Whisper-base's
-WER / CER on the synthesised audio.
+The codec-token TTS (`assets/codec_tts/`, trained here on the Piper voice's own parts: its text encoder and
+duration predictor condition a codec LM over k-means tokens of the voice's VITS latent, which the voice's generator
+renders) with target-only AR, standard speculative sampling, SSD-style constant bias and PCG (group-level
+acceptance). Intelligibility is Whisper-base's WER / CER on the synthesised audio.
 
 ### Where intelligibility is lost
 
-Whisper-base CER stage by stage on the same {st["sentences"]} held-out sentences (`tts_stages.json`; "before" =
-`assets/codec_tts/stages_before.json`, the model before its learned decoder, sampling at temperature
-{num(before["temperature"], 1)} and fine-tuning on its own samples; after: temperature {num(st["temperature"], 1)}):
+Whisper-base CER stage by stage on the same {st["sentences"]} held-out sentences (`tts_stages.json`, temperature
+{num(st["temperature"], 1)}); "before" = `assets/codec_tts/stages_before.json`, the previous codec TTS (log-mel
+codec, Griffin-Lim, phoneme-id LM; {before["sentences"]} sentences, temperature {num(before["temperature"], 1)}):
 
-{produced_by("tts_stages.json", "tts_stages_render.json")}
+{produced_by("tts_stages.json")}
 
 {table(["stage", "CER before", "CER", "WER"], srows)}
 
-The LM was the worst stage; a lower temperature, the learned decoder and fine-tuning on its own samples took
-{num(before["results"]["lm_predicted_durations"]["cer"] - st["results"]["lm_predicted_durations"]["cer"], 1)} CER
-points off the full system. A second run of the stage table (`tts_stages_render.json`, the learned decoder vs
-centroid rendering) shows the run-to-run spread of these {sr["sentences"]}-sentence CERs (Piper's audio is
-sampled):
-
-{table(["stage", "CER", "WER"], rrows)}
-
 ### Sampling
 
-{t["sentences"]} held-out sentences, the same seeds, temperature {num(t["temperature"], 1)}, lookahead
-L_d = {t["lookahead"]} (`tts.json`). Target and draft run on ONNX Runtime (`tts/codec_lm.py` writes their graphs
-from the weights: pre-transposed MatMuls, `GroupQueryAttention` over preallocated KV buffers updated in place, one
-call per pass); the sampled tokens equal those of the torch reference path.
+{t["sentences"]} held-out sentences, the same seeds, the methods taking turns sentence by sentence, temperature
+{num(t["temperature"], 1)}, lookahead L_d = {t["lookahead"]} unless named (`tts.json`, {t.get("device", "cpu")}).
+PCG's θ and L_d for the selected row were chosen on {sel.get("sentences", "—")} validation sentences
+({sel.get("rule", "—")}): {label(sel["chosen"]) if sel else "—"}. Target and draft run on ONNX Runtime
+(`tts/codec_lm.py` writes their graphs from the weights: pre-transposed MatMuls, `GroupQueryAttention` over
+preallocated KV buffers updated in place, one call per pass).
 
 {produced_by("tts.json")}
 
@@ -1277,16 +1276,14 @@ Matrix-multiply throughput (GFLOP/s) by rows per call:
 
 {table(["library", *mk], mrows)}
 
-Target-only runs at {num(ar["tokens_per_s"], 0)} tokens/s (RTF {num(ar["rtf_tokens"], 3)}), but speculation has no
-margin left: a single-token step is bound by reading the weights, so a verification still costs
-{num(vc["target_ratio"][str(t["lookahead"] + 1)])} steps, and inside a run (draft passes evicting the target's
-weights from cache) a {t["lookahead"] + 1}-token verification takes {num(pm)} ms against
-{num(ar["pass_ms"]["target"]["1"][1])} ms for a target-only step, plus {t["lookahead"]} draft steps of
-{num(dm)} ms (`pass_ms` in the JSON): a PCG round costs more than the tokens it accepts. PCG still accepts more than
-exact SD ({num(pcg_best["acceptance_rate"])} vs {num(sd["acceptance_rate"])}); SSD's bias buys
-{times(res["ssd"]["speedup_vs_target"])} at {signed(res["ssd"]["cer"] - ar["cer"], 1)} CER points. Still far from
-Piper (CER {num(ar["cer"], 1)} vs {num(res["piper_teacher"]["cer"], 1)} %, see `assets/codec_tts/card.md`), which
-stays the default voice.
+Target-only runs at {num(ar["tokens_per_s"], 0)} tokens/s (RTF {num(ar["rtf_tokens"], 3)}, {num(ar["rtf_with_vocoder"], 3)}
+with the voice's generator) at CER {num(ar["cer"], 1)} % (Piper {num(res["piper_teacher"]["cer"], 1)} %). The fastest
+speculative row is {label(fastest)} at {times(spec[fastest]["speedup_vs_target"])}; the selected PCG row
+{times(chosen.get("speedup_vs_target"))} at {signed(chosen["cer"] - ar["cer"], 1) if chosen else "—"} CER points,
+accepting {num(chosen.get("acceptance_rate"))} of its drafts. On this CPU the 1-layer draft is not cheap next to a
+4-layer target of this size (a draft step is {num(vc["draft_ratio"])} of a target step: the per-call cost and the
+2048-code head dominate), and inside a run a {t["lookahead"] + 1}-token verification takes {num(pm)} ms against
+{num(ar["pass_ms"]["target"]["1"][1])} ms for a target-only step, plus draft steps of {num(dm)} ms (`pass_ms`).
 
 ### The codec voice in the assistant
 

@@ -1,31 +1,33 @@
 """Codec-TTS sampling benchmark: target-only AR vs standard speculative sampling vs SSD-style constant bias (0.3) vs
-PCG at θ ∈ {0.38, 0.42, 0.45} (pcg_tts.txt Table 1), one run, the same held-out sentences and the same seeds.
+PCG (pcg_tts.txt Algorithm 1) at a θ sweep, one run, the same held-out sentences and the same seeds.
 
 Per method: codec tokens/s, speed-up vs target-only, acceptance rate, mean accepted length per round, target and
-draft passes, real-time factor of token generation (and with the Griffin-Lim vocoder), and WER/CER of the audio
+draft passes, real-time factor of token generation (and with the voice's generator), and WER/CER of the audio
 transcribed by the Whisper target (faster-whisper base, greedy without temperature fallback, each clip on its own;
 corpus-level WER/CER over the sentences after Whisper's English normalisation); ``pass_ms``: the wall time of the
-model passes as they ran (role → tokens per pass → [passes, mean ms]).
+model passes as they ran (role → tokens per pass → [passes, mean ms]). The device is the engine's rule
+(``--device auto``: the codec LM in torch on CUDA when present, else ONNX Runtime on the CPU), recorded in the JSON.
+
+θ and L_d of the ``pcg`` row are chosen on a validation split (``--val`` sentences of Multi30k test 2017 after the
+test ones: for each (θ, L_d) of ``--select-thetas`` × ``--select-lookaheads``, the fastest with CER within +1 point
+of target-only's on that split) and reported on the test split with the fixed sweep (``selection`` in the JSON).
 
 ``verification_cost``: one KV-cached target pass over k = 1, 2, 4, 8 new tokens and one draft step, isolated
-(context 100), on the engine's runtime (ONNX Runtime, ``--threads``), also with the other thread count and on the
-eager torch module (the reference implementation), plus the GFLOP/s of the target's linear layers per batch size
-for torch (MKL) and ONNX Runtime (MLAS) (``matmul``).
+(context 100), on the engine's runtime (``--threads``), also with the other thread count and on the eager torch
+module (the reference implementation), plus the GFLOP/s of the target's linear layers per batch size for torch
+(MKL) and ONNX Runtime (MLAS) (``matmul``).
 
-Sentences: Multi30k test 2017 (never used to train the codec TTS), default 100. Also the Piper teacher's own audio
-is transcribed the same way as the intelligibility ceiling.
+Sentences: Multi30k test 2017 (never used to train the codec TTS), default the first 100. The Piper teacher's own
+audio is transcribed the same way as the intelligibility ceiling.
 
 Run: ``specvoice bench tts [--n 100] [--methods ar,sd,ssd,pcg0.38,pcg0.42,pcg0.45]``. JSON out.
 
-``--stages`` (``specvoice bench tts --stages --n 30 --out bench/results/tts_stages.json``): where the
-intelligibility is lost, stage by stage, on the same sentences (Piper's first sentence chunk of each, with its
-phoneme alignments — needs the ``onnx`` package, ``pip install -e ".[train]"``), each scored the same way:
-teacher audio; Griffin-Lim of the teacher's own magnitude spectrum (the vocoder alone); codec round trip (encode →
-decode); the teacher's codes time-warped phoneme by phoneme to the duration model's lengths; the target LM
-free-running (target-only AR) on the true (Piper-alignment) durations; the full system (predicted durations).
-Also the duration model's error against Piper's alignments. With a learned decoder (decoder.safetensors), the round
-trip's codes and the full system's codes are also rendered by the centroid spectra (``*_centroid_render``), so the
-decoder's effect is measured on the same codes. ``--only`` picks stages (a JSON of a subset says which).
+``--stages`` (``specvoice bench tts --stages --n 100 --out bench/results/tts_stages.json``): where intelligibility
+is lost, stage by stage, on the same sentences (each sentence's first phonemised chunk), each scored the same way:
+the teacher (the whole Piper voice, its own noise); the codec round trip (the teacher's latent z → codes →
+centroids → the voice's generator); the target LM free-running (target-only AR) on the teacher's own prior and
+durations; the full system (a fresh prior and durations from the voice, as in use). Needs the ``onnx`` package
+once, to cut the voice's sub-graphs (``pip install -e ".[train]"``).
 """
 
 from __future__ import annotations
@@ -42,10 +44,77 @@ HERE = Path(__file__).resolve().parent
 MULTI30K = HERE / "data" / "text" / "multi30k"  # shipped (bench/data/text/SOURCES.md)
 
 
-def sentences(n: int) -> list[str]:
+def sentences(n: int, start: int = 0) -> list[str]:
+    """Multi30k test 2017 sentences start..start+n−1."""
     with gzip.open(MULTI30K / "test_2017_flickr.en.gz", "rt") as f:
         lines = [x.strip() for x in f if x.strip()]
-    return lines[:n]
+    return lines[start : start + n]
+
+
+def _method(m: str) -> tuple[str, float | None, int | None]:
+    """"pcg0.42" → ("pcg", 0.42, None); "pcg0.42L4" → ("pcg", 0.42, 4); "ar" → ("ar", None, None)."""
+    if not m.startswith("pcg"):
+        return m, None, None
+    th, _, L = m[3:].partition("L")
+    return "pcg", float(th), int(L) if L else None
+
+
+def run_methods(tts, ids: list, methods: list[str], seed: int, lookahead: int) -> tuple[dict, dict]:
+    """Sample every sentence's codes with each method and render them: (results, clips). The methods take turns
+    sentence by sentence (so a change in the machine's load hits them alike; other processes share these cores),
+    each sentence with the same seed for every method."""
+    groups = {}
+    for m in methods:
+        method, theta, _ = _method(m)
+        if theta is not None:
+            groups[m] = tts.groups_for(theta)
+            print(f"{m}: {groups[m].M} groups, mean size {groups[m].mean_group_size():.2f}", flush=True)
+    keys = ("tokens", "rounds", "drafted", "accepted", "target_passes", "draft_passes", "seconds")
+    agg = {m: dict.fromkeys(keys, 0) for m in methods}
+    lens: dict = {m: [] for m in methods}
+    passes: dict = {m: {} for m in methods}  # method → role → tokens per pass → [passes, seconds]
+    audio: dict = {m: [] for m in methods}
+    t_voc = dict.fromkeys(methods, 0.0)
+    for i, x in enumerate(ids):
+        for m in methods:
+            method, theta, L = _method(m)
+            tts.lookahead = L or lookahead
+            tts.rng = np.random.default_rng([seed, i])
+            toks, st = tts.tokens(x, method=method, theta=theta)
+            for k in keys:
+                agg[m][k] += getattr(st, k)
+            lens[m] += st.accepted_lengths
+            for role, by_size in getattr(st, "passes", {}).items():
+                for size, (n_p, sec) in by_size.items():
+                    acc_p = passes[m].setdefault(role, {}).setdefault(size, [0, 0.0])
+                    acc_p[0] += n_p
+                    acc_p[1] += sec
+            t0 = time.perf_counter()
+            audio[m].append(tts.voice.decode(toks))
+            t_voc[m] += time.perf_counter() - t0
+    tts.lookahead = lookahead
+    results = {}
+    for m in methods:
+        a, (method, _, L) = agg[m], _method(m)
+        audio_s = a["tokens"] * 256 / 22050
+        results[m] = {**a, "lookahead": (L or lookahead) if method != "ar" else None,
+                      "tokens_per_s": round(a["tokens"] / a["seconds"], 1),
+                      "acceptance_rate": round(a["accepted"] / a["drafted"], 4) if a["drafted"] else None,
+                      "accepted_per_round": round(a["accepted"] / a["rounds"], 3) if a["rounds"] else None,
+                      "mean_accepted_length": round(float(np.mean(lens[m])), 3) if lens[m] else None,
+                      "rtf_tokens": round(a["seconds"] / audio_s, 4),
+                      "rtf_with_vocoder": round((a["seconds"] + t_voc[m]) / audio_s, 4),
+                      "vocoder_s": round(t_voc[m], 2),
+                      # in-situ cost of the model passes: role → tokens per pass → [passes, mean ms]
+                      "pass_ms": {role: {str(k): [v[0], round(1e3 * v[1] / v[0], 3)] for k, v in sorted(d.items())}
+                                  for role, d in passes[m].items()}}
+        if m in groups:
+            results[m]["mean_group_size"] = round(groups[m].mean_group_size(), 2)
+        print(m, json.dumps({k: v for k, v in results[m].items() if k != "pass_ms"}), flush=True)
+    if "ar" in results:
+        for r in results.values():
+            r["speedup_vs_target"] = round(results["ar"]["seconds"] / r["seconds"], 3)
+    return results, audio
 
 
 def main(argv=None) -> int:
@@ -53,116 +122,85 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--methods", default="ar,sd,ssd,pcg0.38,pcg0.42,pcg0.45")
     ap.add_argument("--lookahead", type=int, default=3)
+    ap.add_argument("--val", type=int, default=30, help="validation sentences for choosing PCG's θ and L_d (0: skip)")
+    ap.add_argument("--select-thetas", default="0.3,0.38,0.42,0.45,0.5")
+    ap.add_argument("--select-lookaheads", default="2,3,4")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-asr", action="store_true", help="skip the Whisper transcription (speed only)")
     ap.add_argument("--out", default="out/bench_tts.json")
     ap.add_argument("--stages", action="store_true", help="per-stage intelligibility instead of the sampler sweep")
     ap.add_argument("--only", default="", help="--stages: a comma-separated subset of the stages")
-    ap.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the engine's)")
+    ap.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the model's)")
     ap.add_argument("--threads", type=int, default=1, help="codec LM inference threads (target session)")
-    ap.add_argument("--centroid-render", action="store_true",
-                    help="render codes with their centroid spectra, not the learned decoder (decoder.safetensors)")
+    ap.add_argument("--device", default="auto", help="where the codec LM runs: auto, cpu or cuda")
     a = ap.parse_args(argv)
     if a.stages:
         return stages(a)
 
-    import jiwer
-    from faster_whisper import WhisperModel
-    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
-
-    from audio.io import resample
     from engine.config import load_config
-    from engine.models import resolve
+    from engine.devices import resolve_device
     from engine.speech.coarse_grained_sampling import CodecTTS
 
     cfg = load_config()
     tts = CodecTTS(lookahead=a.lookahead, cache_dir=cfg.cache_dir(), threads=a.threads)
+    device = resolve_device(a.device, "tts")
+    tts.voice.to(device)
     if a.temperature is not None:
         tts.temperature = a.temperature
-    if a.centroid_render:
-        tts.codec.decoder = None
     sents = sentences(a.n)
     ids = [tts.phoneme_ids(s)[0] for s in sents]  # one sentence each
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
-    results, audio = {}, {}
-    for m in methods:
-        method, theta = ("pcg", float(m[3:])) if m.startswith("pcg") else (m, None)
-        if theta is not None:
-            g = tts.groups_for(theta)
-            print(f"{m}: {g.M} groups, mean size {g.mean_group_size():.1f}", flush=True)
-        tts.rng = np.random.default_rng(a.seed)
-        agg = {"tokens": 0, "rounds": 0, "drafted": 0, "accepted": 0, "target_passes": 0, "draft_passes": 0,
-               "seconds": 0.0}
-        lens: list[int] = []
-        passes: dict = {}  # role → tokens per pass → [passes, seconds]
-        clips = []
-        t_voc = 0.0
-        for x in ids:
-            toks, st = tts.tokens(x, method=method, theta=theta)
-            for k in agg:
-                agg[k] += getattr(st, k)
-            lens += st.accepted_lengths
-            for role, by_size in getattr(st, "passes", {}).items():
-                for size, (n_p, sec) in by_size.items():
-                    acc_p = passes.setdefault(role, {}).setdefault(size, [0, 0.0])
-                    acc_p[0] += n_p
-                    acc_p[1] += sec
-            t0 = time.perf_counter()
-            clips.append(tts.codec.decode(toks))
-            t_voc += time.perf_counter() - t0
-        audio[m] = clips
-        audio_s = agg["tokens"] * 0.02
-        results[m] = {**agg, "tokens_per_s": round(agg["tokens"] / agg["seconds"], 1),
-                      "acceptance_rate": round(agg["accepted"] / agg["drafted"], 4) if agg["drafted"] else None,
-                      "mean_accepted_length": round(float(np.mean(lens)), 3) if lens else None,
-                      "rtf_tokens": round(agg["seconds"] / audio_s, 4),
-                      "rtf_with_vocoder": round((agg["seconds"] + t_voc) / audio_s, 4), "vocoder_s": round(t_voc, 2),
-                      # in-situ cost of the model passes: role → tokens per pass → [passes, mean ms]
-                      "pass_ms": {role: {str(k): [v[0], round(1e3 * v[1] / v[0], 3)] for k, v in sorted(d.items())}
-                                  for role, d in passes.items()}}
-        print(m, json.dumps(results[m]), flush=True)
-    if "ar" in results:
-        for m, r in results.items():
-            r["speedup_vs_target"] = round(results["ar"]["seconds"] / r["seconds"], 3)
+    selection = None
+    if a.val and not a.no_asr:
+        vs = sentences(a.val, start=a.n)
+        vids = [tts.phoneme_ids(s)[0] for s in vs]
+        grid = ["ar"] + [f"pcg{t}L{L}" for t in a.select_thetas.split(",") for L in a.select_lookaheads.split(",")]
+        vres, vaudio = run_methods(tts, vids, grid, a.seed + 1, a.lookahead)
+        vscore = _scorer(cfg, vs)
+        for m in grid:
+            vres[m]["wer"], vres[m]["cer"], _ = vscore(vaudio[m])
+            print("validation", m, "CER", vres[m]["cer"], "×", vres[m]["speedup_vs_target"], flush=True)
+        ok = [m for m in grid[1:] if vres[m]["cer"] <= vres["ar"]["cer"] + 1.0]
+        best = max(ok or grid[1:], key=lambda m: vres[m]["speedup_vs_target"])
+        selection = {"sentences": len(vs), "first_sentence": a.n, "rule": "fastest with CER <= target-only + 1",
+                     "chosen": best, "found_within_1_point": bool(ok),
+                     "grid": {m: {k: vres[m][k] for k in ("speedup_vs_target", "tokens_per_s", "acceptance_rate",
+                                                          "accepted_per_round", "cer", "wer") if k in vres[m]}
+                              for m in grid}}
+        if best not in methods:
+            methods.append(best)
+    results, audio = run_methods(tts, ids, methods, a.seed, a.lookahead)
     if not a.no_asr:
-        norm = EnglishTextNormalizer({})
-        wm = WhisperModel(str(resolve("asr_target", cfg).path), device="cpu", compute_type="int8")
-        refs = [norm(s) for s in sents]
-
-        def score(clips):
-            hyps = []
-            for c in clips:  # one clip per sentence, corpus-level WER/CER over all of them
-                segs, _ = wm.transcribe(c, language="en", beam_size=1, temperature=0.0, vad_filter=False,
-                                        condition_on_previous_text=False)
-                hyps.append(norm(" ".join(s.text for s in segs)))
-            return round(100 * jiwer.wer(refs, hyps), 2), round(100 * jiwer.cer(refs, hyps), 2)
-
-        for m in methods:
-            results[m]["wer"], results[m]["cer"] = score(audio[m])
-            print(m, "WER", results[m]["wer"], "CER", results[m]["cer"], flush=True)
         from piper import PiperVoice
 
+        from engine.models import resolve
+
+        score = _scorer(cfg, sents)
+        for m in methods:
+            results[m]["wer"], results[m]["cer"], _ = score(audio[m])
+            print(m, "WER", results[m]["wer"], "CER", results[m]["cer"], flush=True)
         mv = resolve("tts_voice", cfg)
         pv = PiperVoice.load(str(mv.path), config_path=str(mv.config) if mv.config else None)
-        teacher = [resample(np.concatenate([c.audio_float_array for c in pv.synthesize(s)]),
-                            int(pv.config.sample_rate), 16000) for s in sents]
-        t_wer, t_cer = score(teacher)
+        teacher = [next(iter(pv.synthesize(s))).audio_float_array for s in sents]  # the first chunk, as above
+        t_wer, t_cer, _ = score(teacher)
         results["piper_teacher"] = {"wer": t_wer, "cer": t_cer}
     from tts.codec_lm import ASSET_DIR
 
     cond = tts.voice.conditioning(max(ids, key=len))
-    cost = verification_cost(tts.lm, cond, threads=tts.threads)
+    backend = "onnx" if device == "cpu" else "torch"
+    cost = verification_cost(tts.lm, cond, threads=tts.threads, backend=backend)
     keep = ("target_ms", "target_ratio", "target_gflops", "draft_ms", "draft_ratio")
-    alt = verification_cost(tts.lm, cond, threads=2 if tts.threads == 1 else 1)
-    cost[f"threads_{alt['threads']}"] = {k: alt[k] for k in keep}
-    ref = verification_cost(tts.lm, cond, backend="torch", reps=40)
-    cost["torch_eager"] = {"torch_threads": __import__("torch").get_num_threads(), **{k: ref[k] for k in keep}}
-    cost["matmul"] = matmul_gflops(tts.lm)
+    if device == "cpu":
+        alt = verification_cost(tts.lm, cond, threads=2 if tts.threads == 1 else 1)
+        cost[f"threads_{alt['threads']}"] = {k: alt[k] for k in keep}
+        ref = verification_cost(tts.lm, cond, backend="torch", reps=40)
+        cost["torch_eager"] = {"torch_threads": __import__("torch").get_num_threads(), **{k: ref[k] for k in keep}}
+        cost["matmul"] = matmul_gflops(tts.lm)
     print("verification cost", json.dumps(cost), flush=True)
-    report = {"benchmark": "tts", "sentences": len(sents), "lookahead": a.lookahead, "seed": a.seed,
-              "render": "learned decoder + Griffin-Lim" if tts.codec.decoder is not None
-              else "centroid spectra + Griffin-Lim",
-              "temperature": tts.temperature, "model": json.loads((ASSET_DIR / "config.json").read_text()),
+    report = {"benchmark": "tts", "device": _device_name(device), "load_average_1min_at_end": _load(),
+              "sentences": len(sents), "lookahead": a.lookahead,
+              "seed": a.seed, "render": "latent codec + the voice's VITS generator", "temperature": tts.temperature,
+              "model": json.loads((ASSET_DIR / "config.json").read_text()), "selection": selection,
               "verification_cost": cost, "results": results}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -170,6 +208,24 @@ def main(argv=None) -> int:
     print(json.dumps(results, indent=1))
     print(f"wrote {out}")
     return 0
+
+
+def _load() -> float | None:
+    """The 1-minute load average (other processes share this machine's cores: timings depend on it)."""
+    import os
+
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
+def _device_name(device: str) -> str:
+    import os
+    import platform
+
+    if device.startswith("cuda"):
+        import torch
+
+        return f"cuda: {torch.cuda.get_device_name(0)}"
+    return f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
 def _linear_layers(lm, draft: bool = False) -> list:
@@ -221,7 +277,7 @@ def verification_cost(lm, cond: np.ndarray, sizes=(1, 2, 4, 8), context: int = 1
 
 
 def matmul_gflops(lm, sizes=(1, 2, 4, 8, 16), reps: int = 30) -> dict:
-    """GFLOP/s of the target's linear layers alone (6 × qkv, proj, ff1, ff2, + head: 23 MB of float32 weights) on a
+    """GFLOP/s of the target's linear layers alone (every layer's qkv, proj, ff1, ff2, + head, float32) on a
     batch of M rows, M in ``sizes``, median over ``reps`` passes through all of them: torch's ``F.linear`` (its
     CPU BLAS, MKL; the torch threads as set) vs ONNX Runtime's MatMul (MLAS, weights prepacked; 1 and 2 threads)
     — the curve behind the choice of runtime."""
@@ -271,117 +327,71 @@ def matmul_gflops(lm, sizes=(1, 2, 4, 8, 16), reps: int = 30) -> dict:
 
 
 def _scorer(cfg, sents):
-    """score(clips) → (WER %, CER %): Whisper-base, greedy, no temperature fallback, one clip per sentence,
-    corpus-level over Whisper's English normalisation (the sampler sweep's judge)."""
+    """score(clips at 22.05 kHz) → (WER %, CER %, hypotheses): Whisper-base, greedy, no temperature fallback, one
+    clip per sentence, corpus-level over Whisper's English normalisation (the sampler sweep's judge)."""
     import jiwer
     from faster_whisper import WhisperModel
     from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
+    from audio.io import resample
     from engine.models import resolve
 
     norm = EnglishTextNormalizer({})
-    wm = WhisperModel(str(resolve("asr_target", cfg).path), device="cpu", compute_type="int8", cpu_threads=1)
+    wm = WhisperModel(str(resolve("asr_target", cfg).path), device="cpu", compute_type="int8", cpu_threads=2)
     refs = [norm(s) for s in sents]
 
-    def score(clips):
+    def score(clips, rate: int = 22050):
         hyps = []
         for c in clips:
-            segs, _ = wm.transcribe(c, language="en", beam_size=1, temperature=0.0, vad_filter=False,
-                                    condition_on_previous_text=False)
+            segs, _ = wm.transcribe(resample(np.asarray(c, np.float32), rate, 16000), language="en", beam_size=1,
+                                    temperature=0.0, vad_filter=False, condition_on_previous_text=False)
             hyps.append(norm(" ".join(s.text for s in segs)))
         return round(100 * jiwer.wer(refs, hyps), 2), round(100 * jiwer.cer(refs, hyps), 2), hyps
 
     return score
 
 
-def warp_codes(codes: np.ndarray, true_dur: np.ndarray, new_dur: np.ndarray) -> np.ndarray:
-    """The codes of each phoneme's frames (``true_dur`` frames per id) resampled (nearest frame) to ``new_dur``
-    frames; a phoneme with no true frames borrows the frame at its boundary."""
-    out = []
-    ends = np.cumsum(true_dur)
-    for j, (n, m) in enumerate(zip(true_dur, new_dur)):
-        if m <= 0:
-            continue
-        s0 = int(ends[j] - n)
-        if n > 0:
-            idx = s0 + np.minimum((np.arange(m) * n / m).astype(np.int64), n - 1)
-        else:
-            idx = np.full(m, min(s0, len(codes) - 1))
-        out.append(codes[idx])
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
-
-
 def stages(a) -> int:
     """Per-stage intelligibility (module docstring, ``--stages``)."""
     import torch
-    from piper import PiperVoice
 
-    from audio.io import resample
     from engine.config import load_config
-    from engine.models import resolve
     from engine.speech.coarse_grained_sampling import CodecTTS, ar_generate
-    from tts.codec import SYN_HOP, griffin_lim, log_magnitude
-    from tts.codec_lm import ASSET_DIR, frame_conditioning, frames_per_id
+    from tts.codec_lm import ASSET_DIR, frame_conditioning
 
     torch.set_num_threads(1)
     cfg = load_config()
-    mv = resolve("tts_voice", cfg)
-    pv = PiperVoice.load(str(mv.path), config_path=str(mv.config) if mv.config else None, include_alignments=True)
-    rate = int(pv.config.sample_rate)
-    tts = CodecTTS(cache_dir=cfg.cache_dir(), phonemizer=pv)
+    tts = CodecTTS(cache_dir=cfg.cache_dir())
     if a.temperature is not None:
         tts.temperature = a.temperature
-    if a.centroid_render:
-        tts.codec.decoder = None
     sents = sentences(a.n)
-    rows = []
-    for s in sents:  # the first sentence chunk with its alignment (the sweep also speaks the first chunk only)
-        c = next(iter(pv.synthesize(s, include_alignments=True)))
-        rows.append({"ids": np.asarray(c.phoneme_ids, np.int64), "samples": np.asarray(c.phoneme_id_samples),
-                     "audio": resample(c.audio_float_array, rate, 16000).astype(np.float32)})
-    clips: dict[str, list] = {k: [] for k in ("teacher", "vocoder_only", "codec_round_trip",
-                                              "teacher_codes_predicted_durations", "lm_true_durations",
+    parts = tts.voice.parts
+    clips: dict[str, list] = {k: [] for k in ("teacher", "codec_round_trip", "lm_true_durations",
                                               "lm_predicted_durations")}
-    centroid = None
-    if tts.codec.decoder is not None:  # the same codes also rendered by the centroid spectra (decoder's effect)
-        from tts.codec import SpectralCodec
-
-        centroid = SpectralCodec.load(ASSET_DIR / "codec.npz", decoder=False)
-        clips.update({"codec_round_trip_centroid_render": [], "lm_predicted_durations_centroid_render": []})
     if a.only:
         clips = {k: v for k, v in clips.items() if k in a.only.split(",")}
-    dur_err, dur_corr, len_ratio = [], [], []
-    t_voc = 0.0
-    for i, r in enumerate(rows):
+    t_voc, n_frames, len_ratio = 0.0, 0, []
+    for i, s in enumerate(sents):
+        ids = tts.phoneme_ids(s)[0]
         tts.rng = np.random.default_rng(a.seed + i)
+        t = parts.teacher(ids)  # the whole voice, its own noise: z, the prior and durations it used
+        n_frames += len(t["z"])
         if "teacher" in clips:
-            clips["teacher"].append(r["audio"])
-        if "vocoder_only" in clips:
-            clips["vocoder_only"].append(griffin_lim(np.exp(log_magnitude(r["audio"], SYN_HOP)).T))
-        codes = tts.codec.encode(r["audio"])
-        t0 = time.perf_counter()
+            clips["teacher"].append(t["audio"])
         if "codec_round_trip" in clips:
-            clips["codec_round_trip"].append(tts.codec.decode(codes))
-        t_voc += time.perf_counter() - t0
-        if "codec_round_trip_centroid_render" in clips:
-            clips["codec_round_trip_centroid_render"].append(centroid.decode(codes))
-        true = frames_per_id(r["samples"], rate, len(codes))
-        pred = tts.durations(r["ids"])
-        dur_err.append(np.abs(pred - true).mean())
-        dur_corr.append(np.corrcoef(pred, true)[0, 1] if pred.std() > 0 and true.std() > 0 else 0.0)
-        len_ratio.append(pred.sum() / max(true.sum(), 1))
-        if "teacher_codes_predicted_durations" in clips:
-            clips["teacher_codes_predicted_durations"].append(tts.codec.decode(warp_codes(codes, true, pred)))
+            t0 = time.perf_counter()
+            clips["codec_round_trip"].append(tts.voice.decode(tts.codec.encode(t["z"])))
+            t_voc += time.perf_counter() - t0
         if "lm_true_durations" in clips:
-            toks, _ = ar_generate(tts.lm, frame_conditioning(r["ids"], true)[: tts.lm.pos.num_embeddings], tts.rng,
+            toks, _ = ar_generate(tts.lm, frame_conditioning(t["m_p"], t["logs_p"], t["dur"]), tts.rng,
                                   tts.temperature)
-            clips["lm_true_durations"].append(tts.codec.decode(toks))
+            clips["lm_true_durations"].append(tts.voice.decode(toks))
         if "lm_predicted_durations" in clips:
-            toks, _ = ar_generate(tts.lm, tts.voice.conditioning(r["ids"]), tts.rng, tts.temperature)
-            clips["lm_predicted_durations"].append(tts.codec.decode(toks))
-            if "lm_predicted_durations_centroid_render" in clips:
-                clips["lm_predicted_durations_centroid_render"].append(centroid.decode(toks))
-        print(f"{i + 1}/{len(rows)} sentences", flush=True)
+            cond = tts.voice.conditioning(ids)
+            len_ratio.append(len(cond) / max(len(t["z"]), 1))
+            toks, _ = ar_generate(tts.lm, cond, tts.rng, tts.temperature)
+            clips["lm_predicted_durations"].append(tts.voice.decode(toks))
+        print(f"{i + 1}/{len(sents)} sentences", flush=True)
     score = _scorer(cfg, sents)
     results, examples = {}, {}
     for k, cl in clips.items():
@@ -389,14 +399,14 @@ def stages(a) -> int:
         results[k] = {"wer": w, "cer": c}
         examples[k] = hyps[:3]
         print(k, results[k], flush=True)
-    report = {"benchmark": "tts_stages", "sentences": len(sents), "seed": a.seed, "temperature": tts.temperature,
-              "render": "learned decoder + Griffin-Lim" if tts.codec.decoder is not None
-              else "centroid spectra + Griffin-Lim",
-              "sampler": "target-only AR", "model": json.loads((ASSET_DIR / "config.json").read_text()),
-              "durations": {"mean_abs_error_frames": round(float(np.mean(dur_err)), 3),
-                            "per_sentence_correlation": round(float(np.mean(dur_corr)), 3),
-                            "length_ratio_pred_over_true": round(float(np.mean(len_ratio)), 3)},
-              "vocoder_s_per_audio_s": round(t_voc / (sum(len(r["audio"]) for r in rows) / 16000), 4),
+    report = {"benchmark": "tts_stages", "load_average_1min_at_end": _load(), "sentences": len(sents), "seed": a.seed,
+              "temperature": tts.temperature,
+              "render": "latent codec + the voice's VITS generator", "sampler": "target-only AR",
+              "model": json.loads((ASSET_DIR / "config.json").read_text()),
+              "durations": {"note": "the voice's own duration predictor (sampled with its noise_w) in both LM stages",
+                            "length_ratio_fresh_over_teacher": round(float(np.mean(len_ratio)), 3)
+                            if len_ratio else None},
+              "generator_s_per_audio_s": round(t_voc / (n_frames * 256 / 22050), 4) if t_voc else None,
               "results": results, "examples": {"refs": sents[:3], **examples}}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

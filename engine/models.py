@@ -744,7 +744,7 @@ def _check_asset(name: str, d: Path) -> dict:
     if name == "ctc_head":
         files.append(d / "head.safetensors")
     else:
-        files += [d / "lm.safetensors", d / "duration.safetensors", d / "codec.npz"]
+        files += [d / "lm.safetensors", d / "codec.npz"]
     for f in files[1:]:
         if f.suffix == ".safetensors":
             _check_safetensors(f)

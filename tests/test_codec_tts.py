@@ -1,6 +1,7 @@
-"""The codec-token TTS (assets/codec_tts): codec round trip, KV-cached sessions, speculative samplers (counted by a
-spy on the real model, and broken once to show their acceptance goes through engine.core.verify), and the
-intelligibility of what it says (transcribed by the real Whisper target)."""
+"""The codec-token TTS (assets/codec_tts): latent-codec round trip through the voice's own generator, the prior as
+conditioning, KV-cached sessions, a generative (not deterministic) LM, speculative samplers (counted by a spy on the
+real model, and broken once to show their acceptance goes through engine.core.verify), and the intelligibility of
+what it says (transcribed by the real Whisper target)."""
 
 import contextlib
 
@@ -35,51 +36,73 @@ def _say(whisper, audio):
 
 
 def test_codec_round_trip_stays_intelligible(runtime, tts, whisper):
+    """The voice's own latent z (its noise seeded) → codes → centroids → its generator is still the sentence."""
     import onnxruntime
 
     from audio.io import resample
-    from tts.piper_tts import PiperTTS
 
-    m = runtime.model("tts_voice")
-    # its own voice, its noise seeded: Piper samples VITS noise from ONNX Runtime's random ops, seeded at session
-    # creation from a time-based counter unless set; an unlucky draw once cost this round trip 6 of 13 words
+    # Piper samples VITS noise from ONNX Runtime's random ops, seeded at session creation unless set
     onnxruntime.set_seed(0)
-    piper = PiperTTS(m.path, m.config)
     text = "A man in a red jacket is riding a bicycle down the street."
-    a = resample(piper.synthesize(text), piper.sample_rate, 16000)
-    toks = tts.codec.encode(a)
-    assert toks.dtype == np.int64 and len(toks) == pytest.approx(len(a) / 320, abs=2)
+    t = tts.voice.parts.teacher(tts.phoneme_ids(text)[0])
+    toks = tts.codec.encode(t["z"])
+    assert toks.dtype == np.int64 and len(toks) == len(t["z"]) == int(t["dur"].sum())
     assert toks.min() >= 0 and toks.max() < tts.codec.K
-    y = tts.codec.decode(toks)
-    assert _wer(text, _say(whisper, y)) < 0.25
+    y = tts.voice.decode(toks)
+    assert len(y) == 256 * len(toks) == len(t["audio"])
+    assert _wer(text, _say(whisper, resample(y, 22050, 16000))) < 0.25
+
+
+def test_codec_quantises_to_the_nearest_centroid():
+    from tts.codec import LatentCodec
+    from tts.codec_lm import ASSET_DIR
+
+    c = LatentCodec.load(ASSET_DIR / "codec.npz")
+    assert c.centroids.shape == (c.K, 192)
+    assert np.array_equal(c.encode(c.centroids), np.arange(c.K))
+    z = np.random.default_rng(0).standard_normal((50, 192)).astype(np.float32)
+    brute = ((z[:, None] - c.centroids[None]) ** 2).sum(-1).argmin(1)
+    assert np.array_equal(c.encode(z), brute)
+
+
+def test_frame_conditioning_expands_the_prior_by_the_durations():
+    from tts.codec_lm import frame_conditioning
+
+    m = np.arange(3 * 192, dtype=np.float32).reshape(3, 192)
+    cond = frame_conditioning(m, -m, np.array([2, 0, 3]))
+    assert cond.shape == (5, 385) and cond.dtype == np.float32
+    assert (cond[:2, :192] == m[0]).all() and (cond[2:, :192] == m[2]).all() and (cond[2:, 192:384] == -m[2]).all()
+    assert cond[:, -1].tolist() == pytest.approx([0, 0.5, 0, 1 / 3, 2 / 3])
 
 
 def test_session_kv_cache_matches_a_full_forward(tts):
     import torch
 
     from engine.llm.protocol import CausalLM
-    from tts.codec_lm import CodecLMSession, frame_conditioning
+    from tts.codec_lm import CodecLMSession
 
     ids = tts.phoneme_ids("Two dogs play in the snow.")[0]
-    cond = frame_conditioning(ids, tts.durations(ids))
+    cond = tts.voice.conditioning(ids)
+    n = len(cond)
+    assert n > 40
     rng = np.random.default_rng(0)
-    toks = [tts.lm.bos] + list(rng.integers(0, 512, 39))
-    with torch.inference_mode():
-        full = tts.lm(torch.tensor([toks]), torch.from_numpy(cond[:40])[None])[0].numpy()
-        full_draft = tts.lm(torch.tensor([toks]), torch.from_numpy(cond[:40])[None], draft=True)[0].numpy()
+    toks = [tts.lm.bos] + list(rng.integers(0, tts.codec.K, n - 1))
+    with torch.inference_mode():  # the whole utterance at once (the conditioning convolutions see all of it)
+        full = tts.lm(torch.tensor([toks]), torch.from_numpy(cond)[None])[0].numpy()
+        full_draft = tts.lm(torch.tensor([toks]), torch.from_numpy(cond)[None], draft=True)[0].numpy()
     for backend, threads in (("onnx", 1), ("onnx", 2), ("torch", 1)):
         s = CodecLMSession(tts.lm, cond, backend=backend, threads=threads)
-        assert isinstance(s, CausalLM) and s.n_vocab == 512
+        assert isinstance(s, CausalLM) and s.n_vocab == tts.codec.K
         inc = np.concatenate([s.eval(toks[:7]), s.eval(toks[7:8]), s.eval(toks[8:40])])
-        np.testing.assert_allclose(inc, full, atol=1e-4)
+        np.testing.assert_allclose(inc, full[:40], atol=2e-4)
         s.crop(5)
-        np.testing.assert_allclose(s.eval(toks[5:40]), full[5:], atol=1e-4)
+        np.testing.assert_allclose(s.eval(toks[5:40]), full[5:40], atol=2e-4)
         s.crop(12)  # a verification-sized pass (4 tokens) after a crop, then single steps
         np.testing.assert_allclose(np.concatenate([s.eval(toks[12:16]), s.eval(toks[16:17])]), full[12:17],
-                                   atol=1e-4)
+                                   atol=2e-4)
         d = CodecLMSession(tts.lm, cond, draft=True, backend=backend, threads=threads)
         np.testing.assert_allclose(np.concatenate([d.eval(toks[:30]), d.eval(toks[30:31])]), full_draft[:31],
-                                   atol=1e-4)
+                                   atol=2e-4)
         assert s.n_forward == 6 and sum(n for n, _ in s.pass_time.values()) == 6 and s.pass_time[4][0] == 1
 
 
@@ -90,7 +113,8 @@ def test_onnx_runtime_follows_the_modules_weights(tts):
 
     from tts.codec_lm import CodecLMSession, runtime_for
 
-    cond = np.tile(np.array([[5, 4, 6, 1]], np.int64), (8, 1))
+    cond = np.random.default_rng(0).standard_normal((8, 385)).astype(np.float32)
+    cond[:, -1] = np.linspace(0, 0.9, 8)
     before = CodecLMSession(tts.lm, cond).eval([tts.lm.bos, 3])
     rt = runtime_for(tts.lm)
     with torch.no_grad():
@@ -102,6 +126,24 @@ def test_onnx_runtime_follows_the_modules_weights(tts):
         with torch.no_grad():
             tts.lm.head.bias -= 1.0
     np.testing.assert_allclose(CodecLMSession(tts.lm, cond).eval([tts.lm.bos, 3]), before, atol=1e-5)
+
+
+def test_the_lm_is_a_generative_model_of_the_codes(tts):
+    """At the shipped temperature the target's next-code distribution is not a copy of the prior: its per-frame
+    entropy is well above zero, and two samples of the same sentence differ."""
+    from engine.core import verify as V
+    from tts.codec_lm import CodecLMSession
+
+    ids = tts.phoneme_ids("A woman is cutting vegetables.")[0]
+    cond = tts.voice.conditioning(ids)
+    tts.rng = np.random.default_rng(0)
+    toks, _ = tts.tokens(ids, method="ar", cond=cond)
+    s = CodecLMSession(tts.lm, cond)
+    q = V.softmax(s.eval([tts.lm.bos, *toks[:-1]]), tts.temperature)
+    entropy = -(q * np.log(np.maximum(q, 1e-30))).sum(-1)
+    assert entropy.mean() > 0.3  # nats per frame
+    again, _ = tts.tokens(ids, method="ar", cond=cond)
+    assert (again != toks).mean() > 0.1
 
 
 @contextlib.contextmanager
@@ -146,10 +188,11 @@ def step_spy(monkeypatch, name, replace=None):
 @pytest.mark.parametrize("method", ["sd", "ssd", "pcg"])
 def test_speculative_sampler_counts_match_what_the_model_evaluated(tts, method, monkeypatch):
     ids = tts.phoneme_ids("The girl is reading a book.")[0]
+    cond = tts.voice.conditioning(ids)
     tts.rng = np.random.default_rng(1)
     with forward_spy() as seen, step_spy(monkeypatch, "pcg_step" if method == "pcg" else "sd_step") as log:
-        toks, st = tts.tokens(ids, method=method)
-    n = int(tts.durations(ids).sum())
+        toks, st = tts.tokens(ids, method=method, cond=cond)
+    n = len(cond)
     assert len(toks) == n and st.tokens == n
     # each draft forward samples one draft token; each round is one target pass
     assert st.target_passes == len(seen["target"]) == st.rounds < n  # AR needs one target pass per frame
@@ -162,12 +205,12 @@ def test_speculative_sampler_counts_match_what_the_model_evaluated(tts, method, 
     assert sum(seen["target"]) >= n
 
 
-def _greedy_tts(tts, ids, method):
+def _greedy_tts(tts, cond, method):
     tts.rng = np.random.default_rng(0)
     t = tts.temperature
     tts.temperature = 1e-5  # q and p one-hot: sampling is greedy
     try:
-        return tts.tokens(ids, method=method)[0]
+        return tts.tokens(None, method=method, cond=cond)[0]
     finally:
         tts.temperature = t
 
@@ -175,11 +218,11 @@ def _greedy_tts(tts, ids, method):
 def test_sd_is_greedy_ar_at_zero_temperature_and_breaking_its_rule_changes_the_output(tts, monkeypatch):
     from engine.core import verify as V
 
-    ids = tts.phoneme_ids("Two dogs play in the snow.")[0]
-    ar = _greedy_tts(tts, ids, "ar")
-    assert np.array_equal(_greedy_tts(tts, ids, "sd"), ar)
+    cond = tts.voice.conditioning(tts.phoneme_ids("Two dogs play in the snow.")[0])
+    ar = _greedy_tts(tts, cond, "ar")
+    assert np.array_equal(_greedy_tts(tts, cond, "sd"), ar)
     monkeypatch.setattr(V, "sd_step", lambda x, p, q, rng, bias=0.0: V.StepResult(x, True))  # accept every draft
-    broken = _greedy_tts(tts, ids, "sd")
+    broken = _greedy_tts(tts, cond, "sd")
     assert len(broken) == len(ar) and not np.array_equal(broken, ar)
 
 
@@ -188,21 +231,21 @@ def test_pcg_emits_a_group_of_the_targets_choice_and_breaking_its_rule_does_not(
     hold t* (the Proposition). Accepting every draft token instead breaks that."""
     from engine.core import verify as V
 
-    ids = tts.phoneme_ids("Two dogs play in the snow.")[0]
+    cond = tts.voice.conditioning(tts.phoneme_ids("Two dogs play in the snow.")[0])
     G = tts.groups
 
     def violations(log):
         return sum(1 for t_star, r in log if t_star not in G.groups[r.group])
 
     with step_spy(monkeypatch, "pcg_step") as log:
-        good = _greedy_tts(tts, ids, "pcg")
+        good = _greedy_tts(tts, cond, "pcg")
     assert log and violations(log) == 0
 
     def accept_all(real):
         return lambda x, p, q, G, rng: V.StepResult(x, True, G.sample_group(x, rng))
 
     with step_spy(monkeypatch, "pcg_step", accept_all) as log:
-        broken = _greedy_tts(tts, ids, "pcg")
+        broken = _greedy_tts(tts, cond, "pcg")
     assert violations(log) > 0 and not np.array_equal(broken, good)
 
 
@@ -213,58 +256,32 @@ def test_codec_tts_speech_is_recognisably_the_text(tts, whisper):
     n = EnglishTextNormalizer({})
     text = "A little boy is playing with a ball in the park."
     other = "Several women are waiting for the train at the station."
+    from audio.io import resample
+
     tts.rng = np.random.default_rng(0)
     audio = tts.synthesize(text)
-    assert 1.0 < len(audio) / 16000 < 8.0
+    assert 1.0 < len(audio) / tts.sample_rate < 8.0
     assert tts.last_stats.drafted > 0  # PCG drafted and verified
-    heard = n(_say(whisper, audio))
-    # far from Piper's clarity (assets/codec_tts/card.md), but closer to what it was asked to say than to
-    # another sentence of the same kind
-    assert jiwer.cer(n(text), heard) < 0.8
-    assert jiwer.cer(n(text), heard) < jiwer.cer(n(other), heard)
+    heard = n(_say(whisper, resample(audio, tts.sample_rate, 16000)))
+    # what it was asked to say (one sentence: the 100-sentence CER is in assets/codec_tts/card.md), and far
+    # closer to it than to another sentence of the same kind
+    assert jiwer.cer(n(text), heard) < 0.3
+    assert jiwer.cer(n(text), heard) < jiwer.cer(n(other), heard) / 2
 
 
 def test_runtime_selects_the_codec_engine(tmp_path):
     from engine.config import Config
-    from engine.speech.coarse_grained_sampling import CodecTTS
     from engine.runtime import Runtime
+    from engine.speech.coarse_grained_sampling import CodecTTS
 
     cfg = Config().with_overrides({"tts": {"engine": "codec", "codec_method": "pcg", "theta": 0.42}})
     t = Runtime(cfg, progress=False).tts()
-    assert isinstance(t, CodecTTS) and t.sample_rate == 16000 and t.theta == 0.42
-
-
-def test_learned_decoder_and_centroid_rendering_give_the_same_frames(tts):
-    """decode() renders 2 spectra (10 ms) per 20 ms code, with the learned decoder (decoder.safetensors) or the
-    centroid spectra; both are finite audio of the same length."""
-    from tts.codec import N_FFT, SpectralCodec
-    from tts.codec_lm import ASSET_DIR
-
-    toks = np.random.default_rng(0).integers(0, tts.codec.K, 37)
-    plain = SpectralCodec.load(ASSET_DIR / "codec.npz", decoder=False)
-    assert plain.decoder is None and plain.spectrum(toks).shape == (74, N_FFT // 2 + 1)
-    a = plain.decode(toks, n_iter=2)
-    if tts.codec.decoder is not None:
-        s = tts.codec.spectrum(toks)
-        assert s.shape == (74, N_FFT // 2 + 1) and np.isfinite(s).all()
-        b = tts.codec.decode(toks, n_iter=2)
-        assert len(b) == len(a) and np.isfinite(b).all()
-    assert len(a) == 73 * 160 and np.isfinite(a).all()
-
-
-def test_warp_codes_stretches_each_phoneme_to_its_new_length():
-    from bench.tts_bench import warp_codes
-
-    codes = np.array([1, 1, 2, 3, 3, 3, 9])
-    true = np.array([2, 1, 3, 0, 1])
-    out = warp_codes(codes, true, np.array([1, 2, 3, 1, 0]))
-    assert out.tolist() == [1, 2, 2, 3, 3, 3, 9]  # the empty phoneme borrows the frame at its boundary
-    assert warp_codes(codes, true, true).tolist() == codes.tolist()
+    assert isinstance(t, CodecTTS) and t.sample_rate == 22050 and t.theta == 0.42
 
 
 def test_assist_speaks_its_answer_with_the_codec_tts(tmp_path, small_gguf, whisper):
     """``tts.engine=codec`` end to end: ``specvoice assist`` hears the embedded question, answers (the 0.5B stands in
-    for the 1.5B), and the answer audio (16 kHz, the codec's rate) is speech Whisper recognises as that answer."""
+    for the 1.5B), and the answer audio (22.05 kHz, the voice's rate) is speech Whisper recognises as that answer."""
     import json
 
     import soundfile as sf
@@ -278,6 +295,8 @@ def test_assist_speaks_its_answer_with_the_codec_tts(tmp_path, small_gguf, whisp
     (ans,) = rep["answers"]
     assert len(ans["answer"].split()) >= 5
     assert ans["eos_to_first_audio_s"] is not None and ans["eos_to_first_audio_s"] >= ans["ttfs_s"] > 0
+    from audio.io import resample
+
     audio, sr = sf.read(rep["answer_wav"], dtype="float32")
-    assert sr == 16000 and len(audio) / sr == pytest.approx(ans["tts"]["audio_s"], rel=0.01)
-    assert _wer(ans["answer"], _say(whisper, audio)) < 0.8  # recognisably the answer (noise or silence: ≈ 1)
+    assert sr == 22050 and len(audio) / sr == pytest.approx(ans["tts"]["audio_s"], rel=0.01)
+    assert _wer(ans["answer"], _say(whisper, resample(audio, sr, 16000))) < 0.5  # the answer (noise or silence: ≈ 1)

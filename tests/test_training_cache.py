@@ -11,18 +11,23 @@ from engine.training import codec_tts as T
 
 def _items():
     rng = np.random.default_rng(0)
-    return [{"text": t, "ids": rng.integers(0, 200, n).astype(np.int16),
-             "samples": rng.integers(100, 3000, n).astype(np.int32),
-             "audio": rng.standard_normal(n * 300).astype(np.float32)} for t, n in (("Grüße, Welt.", 7), ("A b.", 3))]
+    out = []
+    for t, n in (("Grüße, Welt.", 7), ("A b.", 3)):
+        dur = rng.integers(1, 6, n).astype(np.int32)
+        out.append({"text": t, "ids": rng.integers(0, 200, n).astype(np.int16), "dur": dur,
+                    "m_p": rng.standard_normal((n, 192)).astype(np.float16),
+                    "z": rng.standard_normal((int(dur.sum()), 192)).astype(np.float16)})
+    return out
 
 
 def test_round_trip_keeps_every_array(tmp_path):
     f = tmp_path / "data.npz"
-    T.save_data(f, 22050, _items(), "a" * 64)
+    T.save_data(f, _items(), "a" * 64)
     d = T.read_data(f, "a" * 64)
-    assert d["rate"] == 22050 and [x["text"] for x in d["items"]] == ["Grüße, Welt.", "A b."]
+    assert d["voice_sha256"] == "a" * 64 and [x["text"] for x in d["items"]] == ["Grüße, Welt.", "A b."]
     for a, b in zip(d["items"], _items()):
-        for k in ("ids", "samples", "audio"):
+        assert set(a) == set(b)
+        for k in ("ids", "dur", "m_p", "z"):
             assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k])
     assert T.read_data(f, "b" * 64) is None  # another voice's data is not used
 
@@ -30,7 +35,7 @@ def test_round_trip_keeps_every_array(tmp_path):
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "offsets"])
 def test_damaged_file_reads_as_missing(tmp_path, damage):
     f = tmp_path / "data.npz"
-    T.save_data(f, 22050, _items(), "a" * 64)
+    T.save_data(f, _items(), "a" * 64)
     if damage == "garbage":
         f.write_bytes(b"\x00" * 100)
     elif damage == "truncated":
@@ -38,7 +43,7 @@ def test_damaged_file_reads_as_missing(tmp_path, damage):
     else:
         with np.load(f, allow_pickle=False) as z:
             d = dict(z)
-        d["id_offsets"] = d["id_offsets"][:-1]
+        d["z_offsets"] = d["z_offsets"][:-1]
         with open(f, "wb") as fh:
             np.savez(fh, **d)
     assert T.read_data(f) is None
@@ -53,15 +58,15 @@ class _Trap:
 
 
 def test_corrupt_cache_is_rebuilt_and_a_pickle_is_never_read(tmp_path, monkeypatch):
-    """load_data finds the .npz corrupt and synthesises again (here: make_data writes known items — Piper's
-    alignment synthesis needs the optional onnx package), and never opens the old data.pkl."""
+    """load_data finds the .npz corrupt and makes the data again (here: make_data writes known items — running the
+    voice as teacher needs the optional onnx package), and never opens a pickle."""
     monkeypatch.setattr(T, "CACHE", tmp_path)
     monkeypatch.setattr(T, "_voice", lambda: (None, "c" * 64))
     calls = []
 
     def make_data(n, seed=0):
         calls.append(n)
-        T.save_data(tmp_path / T.DATA_FILE, 16000, _items()[:n], "c" * 64)
+        T.save_data(tmp_path / T.DATA_FILE, _items()[:n], "c" * 64)
 
     monkeypatch.setattr(T, "make_data", make_data)
     marker = tmp_path / "unpickled"
@@ -69,8 +74,8 @@ def test_corrupt_cache_is_rebuilt_and_a_pickle_is_never_read(tmp_path, monkeypat
     (tmp_path / T.DATA_FILE).write_bytes(b"PK\x03\x04 corrupt")
     d = T.load_data(n=1)
     assert calls == [1] and [x["text"] for x in d["items"]] == ["Grüße, Welt."]
-    assert T.load_data(n=1)["rate"] == 16000 and calls == [1]  # now read from the cache
+    assert len(T.load_data(n=1)["items"]) == 1 and calls == [1]  # now read from the cache
     assert not marker.exists()
-    T.save_data(tmp_path / T.DATA_FILE, 16000, _items(), "d" * 64)  # another voice: rebuilt
+    T.save_data(tmp_path / T.DATA_FILE, _items(), "d" * 64)  # another voice: rebuilt
     T.load_data(n=2)
     assert calls == [1, 2]

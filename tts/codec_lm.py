@@ -1,22 +1,33 @@
-"""The codec-token TTS models (pcg_tts.txt needs an autoregressive codec-token TTS): target + layer-subset draft,
-duration model, and the voice that bundles them with the codec.
+"""The codec-token TTS models (pcg_tts.txt needs an autoregressive codec-token TTS): an AR target conditioned on the
+Piper voice's own VITS prior, its layer-subset draft, and the voice that bundles them with the latent codec.
 
-Pipeline: text → phoneme ids (Piper's espeak-ng phonemiser) → frames per id (:class:`DurationModel`) → per-frame
-conditioning (current/previous/next phoneme, progress inside the phoneme) → codec tokens sampled
-autoregressively by :class:`CodecLM` (50 tokens/s) → waveform (:class:`tts.codec.SpectralCodec`).
+Pipeline: text → phoneme ids (Piper's espeak-ng phonemiser) → the voice's text encoder and duration predictor
+(:class:`tts.vits_latent.VitsParts`, cut out of the voice's ONNX file): per phoneme the prior's mean m_p and log
+standard deviation logs_p (192 channels each) and its frames w_ceil → the prior expanded to frames
+(:func:`frame_conditioning`) → latent-codec tokens sampled autoregressively by :class:`CodecLM` (one per 256-sample
+frame, ≈ 86 tokens/s) → centroid latents → the voice's HiFi-GAN generator (:class:`tts.codec.LatentCodec`), 22.05 kHz.
 
-The draft is the target's first ``draft_layers`` transformer layers with its own norm and head (the paper's draft
-is a 3-layer subset of LLaSA-8B). Both are driven through :class:`CodecLMSession`, which follows the project's
+The LM's input at frame i is Emb(code_{i−1}) + C(prior)_i, where C projects [m_p, logs_p] to the model width, mixes
+neighbouring frames with two residual convolutions (the whole utterance's prior is known before sampling starts) and
+adds an embedding of the frame's progress through its phoneme (8 buckets: the prior is constant over a phoneme).
+There is no absolute position embedding: the causal mask orders the frames and the conditioning says where they are,
+so sentences longer than any in training are not out of range. The LM models what the prior does not fix — VITS
+samples z_p = m_p + ε·exp(logs_p)·noise_scale and the codec's tokens carry that variation — so it stays a
+generative model, sampled at a temperature (its per-frame entropy is in assets/codec_tts/config.json).
+
+The draft is the target's first ``draft_layers`` transformer layers with its own norm and head (the paper's draft is
+a 3-layer subset of LLaSA-8B). Both are driven through :class:`CodecLMSession`, which follows the project's
 causal-LM protocol (``eval(tokens) → logits at every position``, ``crop(n)``). The samplers that drive it —
 target-only AR, standard speculative sampling, SSD-style constant bias, PCG (Algorithm 1) — live with the other
-speculative algorithms, in :mod:`engine.speech.coarse_grained_sampling`; this package holds models only. Sessions run the model on ONNX Runtime
-(:class:`CodecLMRuntime`: the module's weights written as an ONNX graph, KV cache updated in place), the torch module
-being the reference; a module moved to a GPU (:meth:`CodecVoice.to`, with the device string the caller resolved)
-runs in torch there.
+speculative algorithms, in :mod:`engine.speech.coarse_grained_sampling`; this package holds models only. Sessions
+run the model on ONNX Runtime (:class:`CodecLMRuntime`: the module's weights written as an ONNX graph, KV cache
+updated in place), the torch module being the reference; a module moved to a GPU (:meth:`CodecVoice.to`, with the
+device string the caller resolved) runs in torch there.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 import time
 from pathlib import Path
@@ -24,31 +35,22 @@ from pathlib import Path
 import numpy as np
 
 ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "codec_tts"
-N_CODES = 512
-N_PHONEME_IDS = 256
 N_PROG = 8
-ARCH = {"n_codes": N_CODES, "d": 256, "layers": 6, "heads": 4, "ff": 1024, "draft_layers": 1, "max_len": 1500}
-FRAME_S = 0.02
+COND_DIM = 2 * 192 + 1  # [m_p, logs_p, progress through the phoneme in [0, 1)]
+ARCH = {"n_codes": 2048, "d": 192, "layers": 4, "heads": 4, "ff": 768, "draft_layers": 1}  # the shipped model's
 
 
-def frames_per_id(samples: np.ndarray, rate: int, n_frames: int) -> np.ndarray:
-    """Piper's samples per phoneme id (at ``rate`` Hz) → frames per id (20 ms), summing to ``n_frames``."""
-    ends = np.round(np.cumsum(samples) / rate / FRAME_S).astype(np.int64)
-    ends = np.minimum(ends, n_frames)
-    ends[-1] = n_frames
-    return np.diff(np.concatenate([[0], ends])).astype(np.int64)
+def frame_conditioning(m_p: np.ndarray, logs_p: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """The prior expanded to frames by the durations (VITS's hard alignment), with each frame's progress through its
+    phoneme: float32 (sum(dur), 385) = [m_p (192), logs_p (192), f / dur] for frame f of a phoneme of dur frames.
 
-
-def frame_conditioning(ids: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """int64 (n_frames, 4): [current id, previous id, next id, progress bucket 0..7] for every frame."""
-    ids = np.asarray(ids, np.int64)
-    rows = []
-    for j, (pid, n) in enumerate(zip(ids, dur)):
-        prev = ids[j - 1] if j > 0 else 0
-        nxt = ids[j + 1] if j + 1 < len(ids) else 0
-        for f in range(int(n)):
-            rows.append((pid, prev, nxt, min(N_PROG - 1, int(N_PROG * f / max(int(n), 1)))))
-    return np.asarray(rows, np.int64).reshape(-1, 4)
+    Args:
+        m_p, logs_p: float (n, 192) per phoneme id; dur: int (n,) frames per id (the voice's w_ceil)."""
+    dur = np.asarray(dur, np.int64)
+    prior = np.repeat(np.concatenate([np.asarray(m_p, np.float32), np.asarray(logs_p, np.float32)], 1), dur, 0)
+    starts = np.repeat(np.cumsum(dur) - dur, dur)
+    prog = (np.arange(int(dur.sum())) - starts) / np.repeat(np.maximum(dur, 1), dur)
+    return np.concatenate([prior, prog[:, None].astype(np.float32)], 1)
 
 
 def _torch():
@@ -91,34 +93,39 @@ def build_modules():
             return x + self.ff(self.ln2(x))
 
     class CodecLM(nn.Module):
-        """Decoder-only transformer over codec tokens; input at frame i = Emb(code_{i−1}) + conditioning(i)."""
+        """Decoder-only transformer over codec tokens; input at frame i = Emb(code_{i−1}) + C(prior)_i (module
+        docstring)."""
 
-        def __init__(self, n_codes=N_CODES, d=320, layers=6, heads=5, ff=1280, draft_layers=1, max_len=1500):
+        def __init__(self, n_codes=1024, d=256, layers=4, heads=4, ff=1024, draft_layers=1, cond_dim=COND_DIM):
             super().__init__()
             self.bos = n_codes
             self.draft_layers = draft_layers
             self.code = nn.Embedding(n_codes + 1, d)
-            self.cur = nn.Embedding(N_PHONEME_IDS, d)
-            self.prev = nn.Embedding(N_PHONEME_IDS, d)
-            self.next = nn.Embedding(N_PHONEME_IDS, d)
+            self.cond_in = nn.Linear(cond_dim - 1, d)
+            self.cond_convs = nn.ModuleList(nn.Conv1d(d, d, 5, padding=2) for _ in range(2))
             self.prog = nn.Embedding(N_PROG, d)
-            self.pos = nn.Embedding(max_len, d)
             self.blocks = nn.ModuleList(Block(d, heads, ff) for _ in range(layers))
             self.norm = nn.LayerNorm(d)
             self.head = nn.Linear(d, n_codes)
             self.draft_norm = nn.LayerNorm(d)
             self.draft_head = nn.Linear(d, n_codes)
 
-        def embed(self, x, cond, start: int = 0):
-            pos = torch.arange(start, start + x.shape[1], device=x.device)
-            return (self.code(x) + self.cur(cond[..., 0]) + self.prev(cond[..., 1]) + self.next(cond[..., 2])
-                    + self.prog(cond[..., 3]) + self.pos(pos)[None])
+        def cond_embed(self, cond):
+            """cond float (B, T, 385) of whole utterances (zero rows = padding) → float (B, T, d)."""
+            real = (cond[..., :-1].abs().sum(-1, keepdim=True) > 0).to(cond.dtype).transpose(1, 2)  # (B, 1, T)
+            h = self.cond_in(cond[..., :-1]).transpose(1, 2) * real
+            for c in self.cond_convs:  # padding frames stay zero, as past a sentence's end at inference
+                h = (h + torch.nn.functional.gelu(c(h))) * real
+            prog = (cond[..., -1] * N_PROG).long().clamp(0, N_PROG - 1)
+            return h.transpose(1, 2) + self.prog(prog)
 
-        def forward(self, x, cond, draft: bool = False, caches=None, start: int = 0):
-            """x (B, T) int64 inputs, cond (B, T, 4) → logits (B, T, n_codes) float."""
-            h = self.embed(x, cond, start)
+        def forward(self, x, cond=None, draft: bool = False, caches=None, ce=None):
+            """x (B, T) int64 inputs at positions start..start+T−1; ``cond`` float (B, T, 385) for whole utterances
+            (T frames from 0), or ``ce`` float (B, T, d) those positions' rows of :meth:`cond_embed` of the whole
+            utterance (KV-cached passes) → logits (B, T, n_codes) float."""
+            h = self.code(x) + (self.cond_embed(cond) if ce is None else ce)
             T = x.shape[1]
-            S = T if caches is None else start + T
+            S = T if caches is None else caches[0]["n"] + T
             # causal over the new queries, which sit at the end of the S keys (one query sees every key)
             mask = None if T == 1 else torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
             # index the layers (slicing a ModuleList builds a new module on every call: per-token overhead)
@@ -128,35 +135,18 @@ def build_modules():
                 return self.draft_head(self.draft_norm(h))
             return self.head(self.norm(h))
 
-    class DurationModel(nn.Module):
-        """Phoneme ids (B, n) → log(1 + frames) per id (B, n): embedding + 3 conv layers."""
-
-        def __init__(self, d=128):
-            super().__init__()
-            self.emb = nn.Embedding(N_PHONEME_IDS, d)
-            self.convs = nn.ModuleList(nn.Conv1d(d, d, 5, padding=2) for _ in range(3))
-            self.out = nn.Linear(d, 1)
-
-        def forward(self, ids):
-            h = self.emb(ids).transpose(1, 2)
-            for c in self.convs:
-                h = h + torch.relu(c(h))
-            return self.out(h.transpose(1, 2))[..., 0]
-
-    return CodecLM, DurationModel
+    return CodecLM
 
 
 def CodecLM(**kw):  # noqa: N802 - factory keeps torch out of import time
-    return build_modules()[0](**kw)
-
-
-def DurationModel(**kw):  # noqa: N802
-    return build_modules()[1](**kw)
+    return build_modules()(**kw)
 
 
 def load_lm(path: str | Path | None = None, dtype=None):
-    import json
+    """The target + draft from ``path``/lm.safetensors (fp16 on disk) with the architecture in config.json.
 
+    Raises:
+        FileNotFoundError: no trained model at ``path``."""
     from safetensors.torch import load_file
 
     torch = _torch()
@@ -256,7 +246,7 @@ def codec_lm_onnx(lm, draft: bool = False) -> bytes:
     ``draft_layers``, ``draft_norm``, ``draft_head``) of ``lm`` as an ONNX model.
 
     Inputs: ``x`` int64 (1, T) codes/BOS; ``ce`` float (1, T, d) the positions' conditioning embeddings
-    (cur + prev + next + prog + pos, :meth:`CodecLMSession.__init__` sums them once per utterance);
+    (:meth:`CodecLM.cond_embed` of the whole utterance, computed once per utterance by :class:`CodecLMSession`);
     ``seqlens_k`` int32 (1,) = S − 1 and ``total_len`` int32 () = S, the keys after this pass;
     ``past_k{i}``/``past_v{i}`` float (1, heads, C, d/heads) layer i's KV buffers (capacity C).
     Outputs: ``logits`` (1, T, n_codes); ``present_k{i}``/``present_v{i}``: the same buffers, bound to the same
@@ -364,7 +354,7 @@ class CodecLMSession:
     numpy on the CPU either way.
 
     Args:
-        lm: a :class:`CodecLM` module; cond: int64 (n_frames, 4) frame conditioning (:func:`frame_conditioning`);
+        lm: a :class:`CodecLM` module; cond: float32 (n_frames, 385) frame conditioning (:func:`frame_conditioning`);
         threads: the target's ORT intra-op threads (:class:`CodecLMRuntime`).
 
     Raises:
@@ -380,20 +370,18 @@ class CodecLMSession:
         if backend not in ("onnx", "torch"):
             raise ValueError(f"unknown codec LM backend {backend!r} (onnx, torch)")
         self.lm = lm
-        self.cond = torch.from_numpy(np.ascontiguousarray(cond, np.int64))
-        self.n_frames = len(self.cond)
+        self.n_frames = len(cond)
         self.draft = draft
         self.backend = backend
         n = lm.draft_layers if draft else len(lm.blocks)
         cap = self.n_frames + 1
+        with torch.inference_mode():  # the conditioning embedding of every frame, once per utterance
+            c = torch.from_numpy(np.ascontiguousarray(cond, np.float32)).to(self.device)
+            self.ce = lm.cond_embed(c[None].to(next(lm.parameters()).dtype))  # (1, n_frames, d)
         if backend == "onnx":
             rt = runtime_for(lm, threads)
             self.runtime = rt
-            c = self.cond.to(self.device)
-            with torch.inference_mode():  # the conditioning part of CodecLM.embed, once for every frame
-                ce = (lm.cur(c[:, 0]) + lm.prev(c[:, 1]) + lm.next(c[:, 2]) + lm.prog(c[:, 3])
-                      + lm.pos(torch.arange(self.n_frames, device=self.device)))
-            self._ce = np.ascontiguousarray(ce.float().cpu().numpy()[None])  # (1, n_frames, d)
+            self._ce = np.ascontiguousarray(self.ce.float().cpu().numpy())  # (1, n_frames, d)
             self._kv = [np.zeros((1, rt.heads, cap, rt.d // rt.heads), np.float32) for _ in range(2 * n)]
             self._logits = np.empty((1, cap, rt.n_codes), np.float32)
             self._io = io = rt.sessions[draft].io_binding()
@@ -403,7 +391,6 @@ class CodecLMSession:
                     io.bind_input(f"past_{kv}{i}", "cpu", 0, np.float32, buf.shape, buf.ctypes.data)
                     io.bind_output(f"present_{kv}{i}", "cpu", 0, np.float32, buf.shape, buf.ctypes.data)
         else:
-            self.cond = self.cond.to(self.device)
             self.caches = [{"k": None, "v": None, "n": 0, "capacity": cap} for _ in range(n)]
         self.n_past = 0
         self.n_forward = 0
@@ -432,8 +419,8 @@ class CodecLMSession:
         if self.backend == "torch":
             torch = _torch()
             with torch.inference_mode():
-                return self.lm(torch.from_numpy(x).to(self.device), self.cond[n0 : n0 + T][None], draft=self.draft,
-                               caches=self.caches, start=n0)[0].float().cpu().numpy()
+                return self.lm(torch.from_numpy(x).to(self.device), draft=self.draft, caches=self.caches,
+                               ce=self.ce[:, n0 : n0 + T])[0].float().cpu().numpy()
         io, S = self._io, n0 + T
         io.bind_cpu_input("seqlens_k", np.array([S - 1], np.int32))
         io.bind_cpu_input("total_len", np.array(S, np.int32))
@@ -460,42 +447,54 @@ class CodecLMSession:
 
 
 class CodecVoice:
-    """The trained codec TTS models: target + draft LM, duration model, codec, and the phonemiser.
+    """The trained codec TTS: target + draft LM, the latent codec, and the Piper voice's own parts it builds on
+    (phonemiser, text encoder + duration predictor, generator).
 
     Args:
-        path: assets/codec_tts (codec.npz, lm.safetensors, duration.safetensors, config.json); default ASSET_DIR.
+        path: assets/codec_tts (codec.npz, lm.safetensors, config.json); default ASSET_DIR.
         phonemizer: an object with Piper's ``phonemize(text) → [[phoneme]]`` and ``phonemes_to_ids(phonemes)``
             (a loaded ``piper.PiperVoice``), or None to load one from ``voice_model`` on first use.
-        voice_model / voice_config: the Piper voice (.onnx, .onnx.json) whose phonemiser is used; the caller
+        voice_model / voice_config: the Piper voice (.onnx, .onnx.json) the codec TTS was trained on; the caller
             resolves the paths.
+        cache_dir: where the voice's extracted sub-graphs are cached (tts/vits_latent.py).
         device: where the codec LM runs, "cpu" (ONNX Runtime sessions) or a torch device such as "cuda" (the torch
-            module there); the caller decides (this package reads no settings). The duration model and the codec
-            stay on the CPU: one small pass per sentence.
+            module there); the caller decides (this package reads no settings). The voice's prior and generator run
+            on ONNX Runtime on the CPU.
+        threads: ONNX Runtime threads of the voice's prior and generator.
 
     Raises:
-        FileNotFoundError: the model files are missing.
+        FileNotFoundError: the model files are missing. ValueError: ``voice_model`` is not the voice the codec TTS
+            was trained on (its sha256 differs from config.json's ``voice_sha256``).
     """
 
-    sample_rate = 16000
+    sample_rate = 22050
 
     def __init__(self, path: str | Path | None = None, phonemizer=None, voice_model: str | Path | None = None,
-                 voice_config: str | Path | None = None, device: str = "cpu"):
-        from safetensors.torch import load_file
-
-        from .codec import SpectralCodec
+                 voice_config: str | Path | None = None, cache_dir: str | Path | None = None, device: str = "cpu",
+                 threads: int = 1):
+        from .codec import LatentCodec
+        from .vits_latent import VitsParts, sha256_file
 
         self.path = Path(path or ASSET_DIR)
         self.lm = load_lm(self.path)
-        self.codec = SpectralCodec.load(self.path / "codec.npz")
-        self.dm = DurationModel()
-        self.dm.load_state_dict(load_file(str(self.path / "duration.safetensors")))
-        self.dm.eval()
+        self.config = json.loads((self.path / "config.json").read_text())
+        self.codec = LatentCodec.load(self.path / "codec.npz")
+        if voice_model is None:
+            raise ValueError("CodecVoice needs the Piper voice_model it was trained on")
+        sha = sha256_file(voice_model)
+        if self.config.get("voice_sha256") not in (None, sha):
+            raise ValueError(f"{voice_model} (sha256 {sha[:12]}…) is not the voice this codec TTS was trained on "
+                             f"({self.config['voice_sha256'][:12]}…)")
+        inf = json.loads(Path(voice_config).read_text()).get("inference", {}) if voice_config else {}
+        cache_dir = Path(cache_dir) if cache_dir else Path.home() / ".cache" / "specvoice"
+        self.parts = VitsParts(voice_model, cache_dir / "codec_tts", inf.get("noise_scale", 0.667),
+                               inf.get("length_scale", 1.0), inf.get("noise_w", 0.8), sha256=sha, threads=threads)
         self.phonemizer = phonemizer
         self.voice_model, self.voice_config = voice_model, voice_config
         self.device = "cpu"
         self.to(device)
 
-    def to(self, device: str) -> "CodecVoice":
+    def to(self, device: str) -> CodecVoice:
         """Move the codec LM to ``device`` ("cpu", "cuda", "cuda:1", ...) in place; every later
         :class:`CodecLMSession` of it runs there. Returns self.
 
@@ -507,14 +506,8 @@ class CodecVoice:
         return self
 
     def phoneme_ids(self, text: str) -> list[np.ndarray]:
-        """Per sentence, Piper's phoneme ids (int64; espeak-ng phonemes, BOS/EOS/pad as Piper uses them).
-
-        Raises:
-            ValueError: no phonemiser and no voice model to load one from.
-        """
+        """Per sentence, Piper's phoneme ids (int64; espeak-ng phonemes, BOS/EOS/pad as Piper uses them)."""
         if self.phonemizer is None:
-            if self.voice_model is None:
-                raise ValueError("CodecVoice needs a phonemizer or a Piper voice_model")
             from piper import PiperVoice
 
             self.phonemizer = PiperVoice.load(str(self.voice_model),
@@ -522,20 +515,23 @@ class CodecVoice:
         v = self.phonemizer
         return [np.asarray(v.phonemes_to_ids(ph), np.int64) for ph in v.phonemize(text) if ph]
 
-    def durations(self, ids: np.ndarray) -> np.ndarray:
-        """Frames (20 ms) per phoneme id, int64 (n,)."""
-        torch = _torch()
-        with torch.inference_mode():
-            d = torch.expm1(self.dm(torch.from_numpy(ids)[None])[0]).clamp_min(0).numpy()
-        return np.round(d).astype(np.int64)
+    def prior(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The voice's prior of one sentence: m_p, logs_p float32 (n, 192) and frames per id int64 (n,) (its own
+        duration predictor, sampled with its noise_w)."""
+        return self.parts.prior(ids)
 
     def conditioning(self, ids: np.ndarray) -> np.ndarray:
-        """int64 (n_frames, 4) frame conditioning of one sentence, at most the LM's ``max_len`` frames."""
-        return frame_conditioning(ids, self.durations(ids))[: self.lm.pos.num_embeddings]
+        """float32 (n_frames, 385) frame conditioning of one sentence (:func:`frame_conditioning` of :meth:`prior`)."""
+        return frame_conditioning(*self.prior(ids))
+
+    def decode(self, tokens) -> np.ndarray:
+        """Codec tokens (T,) → float32 audio (256 T,) at 22.05 kHz."""
+        return self.codec.decode(tokens, self.parts)
 
     def code_embeddings(self) -> np.ndarray:
-        """Emb_q for PCG's Eq. 1: the target's output token embeddings (its head's rows), float32 (512, d). This
-        model's input embeddings are untied and nearly orthogonal (max pairwise cosine 0.29), while the output
-        embeddings place codes the target predicts in the same acoustic contexts together (median nearest-
-        neighbour cosine 0.49), which is the similarity Eq. 1 is after."""
+        """Emb_q for PCG's Eq. 1, float32 (n_codes, d): the table config.json's ``group_embeddings`` names — the
+        target's input code embeddings ("input") or its output embeddings, the head's rows ("output") — chosen at
+        training time as the one whose groups at θ = 0.42 are non-trivial (engine.training.codec_tts ``groups``)."""
+        if self.config.get("group_embeddings", "output") == "input":
+            return self.lm.code.weight[: self.lm.bos].detach().float().cpu().numpy()
         return self.lm.head.weight.detach().float().cpu().numpy()

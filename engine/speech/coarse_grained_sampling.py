@@ -5,8 +5,8 @@ and the codec TTS engine that samples with it.
 Acoustic Similarity Groups (Eq. 1) come from the target model's token embeddings; each token's probability is split
 equally across the groups that contain it (Eq. 2–5). The acceptance rules — PCG's group-level rejection sampling
 (Eq. 6–10), standard speculative sampling (token-level, exact for q) and the SSD-style constant bias
-(min(1, (q(x) + b)/p(x))) — are :func:`engine.core.verify.pcg_step` / :func:`engine.core.verify.sd_step`; this module drives
-the codec LM (:class:`tts.codec_lm.CodecLMSession`, a :class:`engine.llm.protocol.CausalLM`) with them
+(min(1, (q(x) + b)/p(x))) — are :func:`engine.core.verify.pcg_step` / :func:`engine.core.verify.sd_step`; this
+module drives the codec LM (:class:`tts.codec_lm.CodecLMSession`, a :class:`engine.llm.protocol.CausalLM`) with them
 (:func:`speculative_generate`). The emitted *group* is distributed exactly as Q_c (the paper's Proposition;
 tests/test_pcg.py checks it with a chi-square test); on acceptance the draft token is kept as the group's
 representative (KV cache stays valid).
@@ -155,7 +155,8 @@ def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator, temperature: flo
     """Target-only AR sampling of one utterance: one target pass per token.
 
     Args:
-        lm: :class:`tts.codec_lm.CodecLM`; cond: int64 (n_frames, 4) frame conditioning; threads: the codec LM's
+        lm: :class:`tts.codec_lm.CodecLM`; cond: float32 (n_frames, 385) frame conditioning
+            (:func:`tts.codec_lm.frame_conditioning`); threads: the codec LM's
             inference threads (:class:`tts.codec_lm.CodecLMSession`).
 
     Returns:
@@ -244,16 +245,16 @@ METHODS = ("ar", "sd", "ssd", "pcg")
 
 
 class CodecTTS:
-    """The codec TTS engine: ``synthesize(text) → float32 16 kHz``, sampling codec tokens with ``method``.
+    """The codec TTS engine: ``synthesize(text) → float32 22.05 kHz``, sampling codec tokens with ``method``.
 
     Args:
         path: assets/codec_tts (see :class:`tts.codec_lm.CodecVoice`).
         method: "pcg" (default), "ar", "sd" or "ssd" (constant bias 0.3).
-        theta: PCG θ (Eq. 1); lookahead: L_d; temperature: sampling temperature (0.2: this small LM's codes are
-            most intelligible there, assets/codec_tts/card.md); seed: RNG seed.
-        phonemizer: a loaded Piper voice; default: the configuration's ``tts_voice`` model.
-        cache_dir: where the groups are cached (``<cache_dir>/asg``); default $SPECVOICE_CACHE or
-            ~/.cache/specvoice.
+        theta: PCG θ (Eq. 1); lookahead: L_d; temperature: sampling temperature (None: the one the model was
+            validated at, config.json ``temperature``, assets/codec_tts/card.md); seed: RNG seed.
+        phonemizer: a loaded Piper voice (its phonemiser); the voice files are the configuration's ``tts_voice``.
+        cache_dir: where the groups (``<cache_dir>/asg``) and the voice's extracted sub-graphs
+            (``<cache_dir>/codec_tts``) are cached; default $SPECVOICE_CACHE or ~/.cache/specvoice.
         threads: ONNX Runtime threads of the codec LM (:class:`tts.codec_lm.CodecLMRuntime`; 1 leaves the second
             core to ASR and the LLM).
 
@@ -261,28 +262,27 @@ class CodecTTS:
         FileNotFoundError: the model files are missing. ValueError: unknown method.
     """
 
-    sample_rate = 16000
+    sample_rate = 22050
 
     def __init__(self, path: str | Path | None = None, method: str = "pcg", theta: float = 0.42, lookahead: int = 3,
-                 temperature: float = 0.2, seed: int = 0, phonemizer=None, cache_dir: str | Path | None = None,
-                 threads: int = 1):
+                 temperature: float | None = None, seed: int = 0, phonemizer=None,
+                 cache_dir: str | Path | None = None, threads: int = 1):
         from tts.codec_lm import CodecVoice
 
         if method not in METHODS:
             raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
-        voice_model = voice_config = None
-        if phonemizer is None:
-            from engine.config import load_config
-            from engine.models import resolve
+        from engine.config import load_config
+        from engine.models import resolve
 
-            m = resolve("tts_voice", load_config())
-            voice_model, voice_config = m.path, m.config
-        self.voice = CodecVoice(path, phonemizer, voice_model, voice_config)
+        m = resolve("tts_voice", load_config())
+        self.cache_dir = Path(cache_dir or os.environ.get("SPECVOICE_CACHE") or Path.home() / ".cache" / "specvoice")
+        self.voice = CodecVoice(path, phonemizer, m.path, m.config, cache_dir=self.cache_dir, threads=threads)
         self.lm, self.codec = self.voice.lm, self.voice.codec
+        if temperature is None:
+            temperature = float(self.voice.config.get("temperature", 0.7))
         self.method, self.theta, self.lookahead, self.temperature = method, theta, lookahead, temperature
         self.threads = threads
         self.rng = np.random.default_rng(seed)
-        self.cache_dir = Path(cache_dir or os.environ.get("SPECVOICE_CACHE") or Path.home() / ".cache" / "specvoice")
         self.groups = self.groups_for(theta)
         self.last_stats: V.SpecStats | None = None
 
@@ -290,18 +290,15 @@ class CodecTTS:
         """Per sentence, Piper's phoneme ids (int64)."""
         return self.voice.phoneme_ids(text)
 
-    def durations(self, ids: np.ndarray) -> np.ndarray:
-        """Frames (20 ms) per phoneme id, int64."""
-        return self.voice.durations(ids)
-
-    def tokens(self, ids: np.ndarray, method: str | None = None,
-               theta: float | None = None) -> tuple[np.ndarray, V.SpecStats]:
+    def tokens(self, ids: np.ndarray, method: str | None = None, theta: float | None = None,
+               cond: np.ndarray | None = None) -> tuple[np.ndarray, V.SpecStats]:
         """Codec tokens (int64 (n_frames,)) of one sentence's phoneme ids, and the sampler's counters.
+        ``cond``: the frame conditioning to use instead of the voice's prior of ``ids`` (e.g. the teacher's own).
 
         Raises:
             ValueError: unknown method.
         """
-        cond = self.voice.conditioning(ids)
+        cond = self.voice.conditioning(ids) if cond is None else cond
         method = method or self.method
         if method == "ar":
             return ar_generate(self.lm, cond, self.rng, self.temperature, self.threads)
@@ -325,12 +322,13 @@ class CodecTTS:
         return AcousticGroups.cached(self.code_embeddings(), theta, self.cache_dir / "asg")
 
     def synthesize(self, text: str) -> np.ndarray:
-        """float32 (n,) at 16 kHz; empty for text with nothing to say. ``last_stats`` holds the sampler's counters."""
+        """float32 (n,) at 22.05 kHz; empty for text with nothing to say. ``last_stats`` holds the sampler's
+        counters."""
         parts = []
         total = V.SpecStats()
         for ids in self.phoneme_ids(text):
             toks, st = self.tokens(ids)
-            parts.append(self.codec.decode(toks))
+            parts.append(self.voice.decode(toks))
             parts.append(np.zeros(int(0.15 * self.sample_rate), np.float32))
             total.add(st)
         self.last_stats = total
