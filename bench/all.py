@@ -178,7 +178,7 @@ JOBS: tuple[Job, ...] = (
     Job("asr-offline", "asr_offline_shift.json", _bench("asr-offline"), 1020,
         about="the noise floor of the streaming WER target: offline greedy and beam 5 on both corpora, again after "
               "0.05-0.5 s of silence put before each file, scored against the unshifted beam-5 transcript"),
-    Job("conversation", "conversation.json", _bench("conversation"), 1300,
+    Job("conversation", "conversation.json", _bench("conversation"), 2400,
         about="conversational speech in real time (bench/data/conversation: 2-4 voices, hesitations, fillers, "
               "restarts, backchannels, overlaps; clean, reverb, babble, telephone) and the real recordings: WER vs "
               "text and offline beam 5 per file and condition, offline greedy in the same run; the English-German "

@@ -1651,6 +1651,19 @@ def render_readme_block(results: Results) -> str:
             ["conversation: end of speech → final transcript, p90 (compute ÷ audio)", "—",
              f"{sec(cv['final_latency_s']['p90'])} ({num(cv['compute_ratio'], 2)})", "conversation.json"],
         ]
+    if (results.folder / "tts.json").exists():
+        tr = results("tts")
+        tm = tr["results"]
+        chosen = (tr.get("selection") or {}).get("chosen")
+        pc = tm.get(chosen) if chosen else None
+        rows += [
+            [f"codec TTS (`tts.engine=codec`): Whisper-base CER, {tr['sentences']} held-out sentences",
+             f"Piper: {num(tm['piper_teacher']['cer'], 1)} %", f"codec LM: {num(tm['ar']['cer'], 1)} %", "tts.json"],
+        ]
+        if pc is not None:
+            rows.append([f"codec TTS: codes/s, PCG ({chosen}, chosen on validation) vs target-only",
+                         f"target-only: {num(tm['ar']['tokens_per_s'], 0)}/s",
+                         f"PCG: {num(pc['speedup_vs_target'], 2)}× (CER {num(pc['cer'], 1)} %)", "tts.json"])
     rows = [[a, b, c_, f"`bench/results/{f}`" if "," not in f else ", ".join(f"`bench/results/{x.strip()}`"
                                                                               for x in f.split(","))]
             for a, b, c_, f in rows]
