@@ -138,8 +138,9 @@ class StreamingVAD:
             pos = self.n
             self.n += CHUNK
             self.last_prob = float(p)
-            clear = self._clear_energy(float(energy_db[i]))
-            if p >= self.threshold or (clear and p >= self.fallback_threshold):
+            # clear sound that Silero is unsure of counts as speech (the fallback)
+            clear_speech = self._clear_energy(float(energy_db[i])) and p >= self.fallback_threshold
+            if p >= self.threshold or clear_speech:
                 self.silence_start = None
                 if not self.in_speech:
                     if self.candidate_start is None:
@@ -150,7 +151,7 @@ class StreamingVAD:
                         # turn at a 0.2 s pause) the two would share audio and its words would be decoded twice
                         self.utt_start = max(0, self.last_end, self.candidate_start - self.pad)
                         events.append(VadEvent("start", self.utt_start / self.sr))
-            elif p < self.threshold - 0.15 and not (clear and p >= self.fallback_threshold):
+            elif p < self.threshold - 0.15:
                 if not self.in_speech:
                     self.candidate_start = None
                 else:

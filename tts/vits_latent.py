@@ -41,11 +41,9 @@ PARTS = {"prior": (["input", "input_lengths", "scales"], [M_P, LOGS_P, W_CEIL]),
 
 
 def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
+    """Hex sha256 of a file (tts reads no engine code, so not engine.models's progress-reporting one)."""
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def extract(voice_model: str | Path, cache_dir: str | Path, part: str, sha256: str | None = None) -> Path:
