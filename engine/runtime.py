@@ -289,8 +289,10 @@ class Runtime:
                 from engine.speech.coarse_grained_sampling import CodecTTS
 
                 dev = resolve_device(getattr(t, "device", "auto"), "tts")
+                m = self.model("tts_voice")  # this runtime's voice (--model, models.dir), not a fresh config's
                 voice = CodecTTS(method=t.codec_method, theta=t.theta, lookahead=t.lookahead,
-                                 temperature=t.temperature, cache_dir=self.cfg.cache_dir())
+                                 temperature=t.temperature, cache_dir=self.cfg.cache_dir(), voice_model=m.path,
+                                 voice_config=m.config)
                 voice.voice.to(dev)  # the codec LM in torch on CUDA; on the CPU its ONNX Runtime sessions
                 return voice
 

@@ -252,7 +252,9 @@ class CodecTTS:
         method: "pcg" (default), "ar", "sd" or "ssd" (constant bias 0.3).
         theta: PCG θ (Eq. 1); lookahead: L_d; temperature: sampling temperature (None: the one the model was
             validated at, config.json ``temperature``, assets/codec_tts/card.md); seed: RNG seed.
-        phonemizer: a loaded Piper voice (its phonemiser); the voice files are the configuration's ``tts_voice``.
+        phonemizer: a loaded Piper voice (its phonemiser).
+        voice_model, voice_config: the Piper voice files (.onnx, .onnx.json) the caller resolved; None = the
+            ``tts_voice`` of the configuration as loaded (:func:`engine.config.load_config`).
         cache_dir: where the groups (``<cache_dir>/asg``) and the voice's extracted sub-graphs
             (``<cache_dir>/codec_tts``) are cached; default $SPECVOICE_CACHE or ~/.cache/specvoice.
         threads: ONNX Runtime threads of the codec LM (:class:`tts.codec_lm.CodecLMRuntime`; 1 leaves the second
@@ -266,17 +268,21 @@ class CodecTTS:
 
     def __init__(self, path: str | Path | None = None, method: str = "pcg", theta: float = 0.42, lookahead: int = 3,
                  temperature: float | None = None, seed: int = 0, phonemizer=None,
-                 cache_dir: str | Path | None = None, threads: int = 1):
+                 cache_dir: str | Path | None = None, threads: int = 1, voice_model: str | Path | None = None,
+                 voice_config: str | Path | None = None):
         from tts.codec_lm import CodecVoice
 
         if method not in METHODS:
             raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
-        from engine.config import load_config
-        from engine.models import resolve
+        if voice_model is None:
+            from engine.config import load_config
+            from engine.models import resolve
 
-        m = resolve("tts_voice", load_config())
+            m = resolve("tts_voice", load_config())
+            voice_model, voice_config = m.path, m.config
         self.cache_dir = Path(cache_dir or os.environ.get("SPECVOICE_CACHE") or Path.home() / ".cache" / "specvoice")
-        self.voice = CodecVoice(path, phonemizer, m.path, m.config, cache_dir=self.cache_dir, threads=threads)
+        self.voice = CodecVoice(path, phonemizer, voice_model, voice_config, cache_dir=self.cache_dir,
+                                threads=threads)
         self.lm, self.codec = self.voice.lm, self.voice.codec
         if temperature is None:
             temperature = float(self.voice.config.get("temperature", 0.7))
