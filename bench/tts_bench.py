@@ -231,8 +231,11 @@ def _device_name(device: str) -> str:
 def _linear_layers(lm, draft: bool = False) -> list:
     """The (weight, bias) of every linear layer one token goes through in the target (or the draft)."""
     blocks = lm.blocks[: lm.draft_layers] if draft else lm.blocks
-    mods = [m for b in blocks for m in (b.qkv, b.proj, b.ff[0], b.ff[2])] + [lm.draft_head if draft else lm.head]
-    return [(m.weight.detach().float(), m.bias.detach().float()) for m in mods]
+    head = lm.draft_head if draft else lm.head
+    heads = list(head) if hasattr(head, "__getitem__") else [head]  # a low-rank draft head is two layers
+    mods = [m for b in blocks for m in (b.qkv, b.proj, b.ff[0], b.ff[2])] + heads
+    return [(m.weight.detach().float(), m.bias.detach().float() if m.bias is not None else
+             m.weight.new_zeros(m.weight.shape[0]).float()) for m in mods]
 
 
 def flops_per_token(lm, draft: bool = False) -> int:

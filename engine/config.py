@@ -555,8 +555,8 @@ class TtsConfig:
                                       help="Start speaking the answer at its first clause boundary (, ; : or a dash) "
                                            "once it has this many words, instead of waiting for the whole first "
                                            "sentence; PredGen pre-synthesises that piece. 0 = whole sentence.")
-    # target-only is the default: on ONNX Runtime on 2 cores no speculative sampler beats it
-    # (bench/results/tts.json)
+    # target-only is the default: on ONNX Runtime on 2 cores no speculative sampler is clearly faster at the same
+    # intelligibility (bench/results/tts.json)
     codec_method: str = setting("ar", label="Codec TTS sampler", choices=("pcg", "sd", "ssd", "ar"),
                                 help="pcg = speculative sampling with Principled Coarse-Graining (pcg_tts.txt "
                                      "Algorithm 1); sd = standard speculative sampling; ssd = constant-bias "
@@ -564,12 +564,12 @@ class TtsConfig:
                                      "see the README).")
     # PCG (pcg_tts.txt Eq. 1, Algorithm 1)
     # θ and L_d chosen on validation sentences for the shipped codec LM (bench/results/tts.json "selection")
-    theta: float = setting(0.5, label="PCG θ", range=(0.0, 1.0),
+    theta: float = setting(0.42, label="PCG θ", range=(0.0, 1.0),
                            help="PCG Eq. 1: cosine-similarity threshold of acoustic similarity groups (pcg_tts.txt: "
-                                "0.38–0.45 for LLaSA; 0.5 for this codec LM's 2048 codes, chosen on validation). "
+                                "0.38–0.45 for LLaSA; 0.42 for this codec LM's 2048 codes, chosen on validation). "
                                 "Used by the PCG codec TTS.")
-    lookahead: int = setting(2, label="PCG lookahead L_d", unit="tokens", range=(1, 16),
-                             help="PCG Algorithm 1: draft tokens per verification step (2: chosen on validation).")
+    lookahead: int = setting(3, label="PCG lookahead L_d", unit="tokens", range=(1, 16),
+                             help="PCG Algorithm 1: draft tokens per verification step (3: chosen on validation).")
     # the paper samples LLaSA at 0.8; this codec LM's temperature was chosen on validation CER (card.md)
     temperature: float = setting(0.4, label="Codec TTS temperature", range=(0.1, 2.0),
                                  help="Sampling temperature of the codec TTS (paper: 0.8 for LLaSA-8B; this model "

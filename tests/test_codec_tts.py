@@ -106,6 +106,43 @@ def test_session_kv_cache_matches_a_full_forward(tts):
         assert s.n_forward == 6 and sum(n for n, _ in s.pass_time.values()) == 6 and s.pass_time[4][0] == 1
 
 
+def test_self_speculative_rounds_give_the_targets_own_distributions(tts):
+    """The fast path (sampling in the graphs, the draft's layers' KV cache shared with the target's): its target
+    distributions must be those of a plain full target pass over the same tokens, round after round (with
+    rejections cropping the cache), and its draft distributions those of the plain draft."""
+    from engine.core import verify as V
+    from tts.codec_lm import CodecLMSession, SelfSpeculativeSession
+
+    cond = tts.voice.conditioning(tts.phoneme_ids("A man in a blue shirt is standing on a ladder.")[0])
+    T = 0.7
+    s = SelfSpeculativeSession(tts.lm, cond, T, np.random.default_rng(0))
+    ctx = [tts.lm.bos]
+    rounds = []
+    for L, acc in [(3, 1), (2, 2), (1, 0), (3, 3), (2, 0), (4, 2)]:
+        xs, ps = [], []
+        tok = ctx[-1]
+        for _ in range(L):
+            tok, p = s.draft_step(tok)
+            xs.append(tok)
+            ps.append(p.copy())
+        qs, bonus = s.verify(ctx[-1], xs)
+        rounds.append((len(ctx), xs, ps, qs.copy()))
+        ctx += xs[:acc] + [bonus if acc == L else (xs[acc] + 1) % tts.lm.bos]  # a rejection's correction differs
+        s.commit(acc)
+    assert s.n == len(ctx) - 1
+    full_t = V.softmax(CodecLMSession(tts.lm, cond).eval(ctx), T)
+    for n0, xs, ps, qs in rounds:
+        fed = ctx[: n0] + xs  # what the round saw: the context, then its drafts
+        ref_t = V.softmax(CodecLMSession(tts.lm, cond).eval(fed), T)
+        np.testing.assert_allclose(qs, ref_t[n0 - 1 :], atol=1e-4)
+        ref_d = V.softmax(CodecLMSession(tts.lm, cond, draft=True).eval(fed[:-1]), T)
+        np.testing.assert_allclose(np.array(ps), ref_d[n0 - 1 :], atol=1e-4)
+    # after the rounds, the committed context's distributions are the full passes' (the caches were cropped right)
+    qs, tok = s.verify(ctx[-1], [])  # a round without drafts: the target's own step
+    assert 0 <= tok < tts.lm.bos
+    np.testing.assert_allclose(qs[0], full_t[len(ctx) - 1], atol=1e-4)
+
+
 def test_onnx_runtime_follows_the_modules_weights(tts):
     """The ONNX Runtime sessions are built from the module's weights as they are: a weight changed in place gives
     a new runtime (and new logits), restoring it gives back the original logits."""
@@ -150,20 +187,26 @@ def test_the_lm_is_a_generative_model_of_the_codes(tts):
 def forward_spy():
     """Counts the model passes (:meth:`tts.codec_lm.CodecLMSession._forward`, whichever backend runs them) and the
     positions each evaluates, target and draft apart."""
-    from tts.codec_lm import CodecLMSession
+    from tts.codec_lm import CodecLMSession, SelfSpeculativeSession
 
     seen = {"target": [], "draft": []}
-    real = CodecLMSession._forward
+    real, real_run = CodecLMSession._forward, SelfSpeculativeSession._run
 
     def spy(self, x, n0):
         seen["draft" if self.draft else "target"].append(int(x.shape[1]))
         return real(self, x, n0)
 
+    def spy_run(self, part, tokens, pos):
+        seen[part].append(len(tokens))
+        return real_run(self, part, tokens, pos)
+
     CodecLMSession._forward = spy
+    SelfSpeculativeSession._run = spy_run
     try:
         yield seen
     finally:
         CodecLMSession._forward = real
+        SelfSpeculativeSession._run = real_run
 
 
 @contextlib.contextmanager

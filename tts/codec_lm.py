@@ -37,7 +37,7 @@ import numpy as np
 ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "codec_tts"
 N_PROG = 8
 COND_DIM = 2 * 192 + 1  # [m_p, logs_p, progress through the phoneme in [0, 1)]
-ARCH = {"n_codes": 2048, "d": 192, "layers": 4, "heads": 4, "ff": 768, "draft_layers": 1}  # the shipped model's
+ARCH = {"n_codes": 2048, "d": 192, "layers": 4, "heads": 4, "ff": 768, "draft_layers": 1, "draft_rank": 64}  # shipped
 
 
 def frame_conditioning(m_p: np.ndarray, logs_p: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -96,7 +96,8 @@ def build_modules():
         """Decoder-only transformer over codec tokens; input at frame i = Emb(code_{i−1}) + C(prior)_i (module
         docstring)."""
 
-        def __init__(self, n_codes=1024, d=256, layers=4, heads=4, ff=1024, draft_layers=1, cond_dim=COND_DIM):
+        def __init__(self, n_codes=1024, d=256, layers=4, heads=4, ff=1024, draft_layers=1, cond_dim=COND_DIM,
+                     draft_rank=None):
             super().__init__()
             self.bos = n_codes
             self.draft_layers = draft_layers
@@ -108,7 +109,10 @@ def build_modules():
             self.norm = nn.LayerNorm(d)
             self.head = nn.Linear(d, n_codes)
             self.draft_norm = nn.LayerNorm(d)
-            self.draft_head = nn.Linear(d, n_codes)
+            # a rank-r head (d → r → n_codes) costs the draft r·(d + n_codes) multiply-adds instead of d·n_codes:
+            # with one layer, the head is half of a full-rank draft's work
+            self.draft_head = (nn.Linear(d, n_codes) if not draft_rank else
+                               nn.Sequential(nn.Linear(d, draft_rank, bias=False), nn.Linear(draft_rank, n_codes)))
 
         def cond_embed(self, cond):
             """cond float (B, T, 385) of whole utterances (zero rows = padding) → float (B, T, d)."""
@@ -241,19 +245,34 @@ class OnnxGraph:
         return _pb_int(1, 8) + _pb_bytes(7, g) + opsets
 
 
-def codec_lm_onnx(lm, draft: bool = False) -> bytes:
-    """One KV-cached pass of the target (every layer, ``norm``, ``head``) or of the draft (the first
-    ``draft_layers``, ``draft_norm``, ``draft_head``) of ``lm`` as an ONNX model.
+PARTS = ("target", "draft")
+
+
+def codec_lm_onnx(lm, part: str = "target", sample: bool = False) -> bytes:
+    """One KV-cached pass of ``lm`` as an ONNX model: the target (``part="target"``: every layer, ``norm``,
+    ``head``) or the draft (``"draft"``: the first ``draft_layers``, ``draft_norm``, ``draft_head``, full or
+    low-rank).
 
     Inputs: ``x`` int64 (1, T) codes/BOS; ``ce`` float (1, T, d) the positions' conditioning embeddings
-    (:meth:`CodecLM.cond_embed` of the whole utterance, computed once per utterance by :class:`CodecLMSession`);
-    ``seqlens_k`` int32 (1,) = S − 1 and ``total_len`` int32 () = S, the keys after this pass;
-    ``past_k{i}``/``past_v{i}`` float (1, heads, C, d/heads) layer i's KV buffers (capacity C).
+    (:meth:`CodecLM.cond_embed` of the whole utterance, computed once per utterance); ``seqlens_k`` int32 (1,)
+    = S − 1 and ``total_len`` int32 () = S, the keys after this pass; ``past_k{i}``/``past_v{i}`` float
+    (1, heads, C, d/heads) layer i's KV buffers (capacity C) for every layer the part runs.
     Outputs: ``logits`` (1, T, n_codes); ``present_k{i}``/``present_v{i}``: the same buffers, bound to the same
     memory as the inputs, so ORT's GroupQueryAttention (packed QKV, causal over the new queries, which follow the
     S − T cached keys) writes the new keys in place — no concatenation or copy of the cache, and a crop is a
-    smaller ``total_len``. Same weights and operations as :class:`CodecLM`'s forward (float32; only rounding
-    differs)."""
+    smaller ``total_len``.
+
+    ``sample=True`` adds sampling to the graph, so a step needs no Python over the vocabulary: input
+    ``temperature`` float () and ``uniform`` float (1,) in [0, 1); outputs ``probs`` float (1, T, n_codes) =
+    softmax(logits / temperature) and ``token`` int64 (1, 1), a draw from the last position's probs by inverse-CDF
+    sampling with u (exact up to float32 rounding of the CDF, as :func:`engine.core.verify.sample_categorical`).
+
+    Same weights and operations as :class:`CodecLM`'s forward (float32; only rounding differs).
+
+    Raises:
+        ValueError: unknown ``part``."""
+    if part not in PARTS:
+        raise ValueError(f"unknown codec LM part {part!r} ({', '.join(PARTS)})")
     sd = {k: v.detach().float().cpu().numpy() for k, v in lm.state_dict().items()}
     d = sd["code.weight"].shape[1]
     h = lm.blocks[0].h
@@ -266,9 +285,7 @@ def codec_lm_onnx(lm, draft: bool = False) -> bytes:
         return g.op("LayerNormalization", [x, g.const(sd[p + ".weight"]), g.const(sd[p + ".bias"])], axis=-1,
                     epsilon=1e-5)
 
-    x = g.op("Add", [g.op("Gather", [g.const(sd["code.weight"]), "x"]), "ce"])  # (1, T, d)
-    n_layers = lm.draft_layers if draft else len(lm.blocks)
-    for i in range(n_layers):
+    def block(x, i):
         p = f"blocks.{i}"
         qkv = linear(norm(x, p + ".ln1"), p + ".qkv")  # [q | k | v], the packed-QKV layout GQA takes
         a = g.op("GroupQueryAttention", [qkv, "", "", f"past_k{i}", f"past_v{i}", "seqlens_k", "total_len"],
@@ -276,49 +293,93 @@ def codec_lm_onnx(lm, draft: bool = False) -> bytes:
                  kv_num_heads=h)[0]
         x = g.op("Add", [x, linear(a, p + ".proj")])
         f = g.op("Gelu", [linear(norm(x, p + ".ln2"), p + ".ff.0")], domain="com.microsoft")  # exact (erf) GELU
-        x = g.op("Add", [x, linear(f, p + ".ff.2")])
-    pre = "draft_" if draft else ""
-    logits = g.op("Identity", [linear(norm(x, pre + "norm"), pre + "head")], outputs=["logits"])
-    kv = [1, h, "C", d // h]
+        return g.op("Add", [x, linear(f, p + ".ff.2")])
+
+    x = g.op("Add", [g.op("Gather", [g.const(sd["code.weight"]), "x"]), "ce"])  # (1, T, d)
+    layers = range(lm.draft_layers) if part == "draft" else range(len(lm.blocks))
+    for i in layers:
+        x = block(x, i)
+    if part == "draft":
+        x = norm(x, "draft_norm")
+        if "draft_head.0.weight" in sd:  # low-rank head: d → r (no bias) → n_codes
+            x = g.op("MatMul", [x, g.const(sd["draft_head.0.weight"].T)])
+            head = "draft_head.1"
+        else:
+            head = "draft_head"
+    else:
+        x, head = norm(x, "norm"), "head"
+    n_codes = int(sd[head + ".weight"].shape[0])
+    logits = g.op("Identity", [linear(x, head)], outputs=["logits"])
     inputs = [("x", "int64", [1, "T"]), ("ce", "float", [1, "T", d]), ("seqlens_k", "int32", [1]),
               ("total_len", "int32", [])]
-    outputs = [(logits, "float", [1, "T", int(sd[pre + "head.weight"].shape[0])])]
-    for i in range(n_layers):
+    outputs = [(logits, "float", [1, "T", n_codes])]
+    if sample:
+        probs = g.op("Softmax", [g.op("Div", [logits, "temperature"])], outputs=["probs"], axis=-1)
+        last = g.op("Slice", [probs, g.const(np.array([-1], np.int64)), g.const(np.array([2**62], np.int64)),
+                              g.const(np.array([1], np.int64))])  # (1, 1, n_codes): the last position
+        cdf = g.op("CumSum", [last, g.const(np.array(-1, np.int64))])
+        total = g.op("Slice", [cdf, g.const(np.array([-1], np.int64)), g.const(np.array([2**62], np.int64)),
+                               g.const(np.array([2], np.int64))])
+        # inverse-CDF draw: the number of codes whose CDF is ≤ u·total (numpy's searchsorted(side="right")), kept
+        # in range when rounding puts u·total at the very top
+        below = g.op("Cast", [g.op("LessOrEqual", [cdf, g.op("Mul", ["uniform", total])])], to=7)
+        count = g.op("ReduceSum", [below, g.const(np.array([-1], np.int64))], keepdims=0)
+        g.op("Min", [count, g.const(np.array([n_codes - 1], np.int64))], outputs=["token"])
+        inputs += [("temperature", "float", []), ("uniform", "float", [1])]
+        outputs += [("probs", "float", [1, "T", n_codes]), ("token", "int64", [1, 1])]
+    kv = [1, h, "C", d // h]
+    for i in layers:
         inputs += [(f"past_k{i}", "float", kv), (f"past_v{i}", "float", kv)]
         outputs += [(f"present_k{i}", "float", kv), (f"present_v{i}", "float", kv)]
     return g.serialize(inputs, outputs)
 
 
 class CodecLMRuntime:
-    """ONNX Runtime sessions of one :class:`CodecLM`, target and draft (:func:`codec_lm_onnx`), built from its
-    weights as they are now.
+    """ONNX Runtime sessions of one :class:`CodecLM` (:func:`codec_lm_onnx`), built from its weights as they are
+    now: ``session(part, sample)``, created on first use (the protocol's passes use ``("target", False)`` and
+    ``("draft", False)``, the samplers' fast path the sampling graphs).
 
     Args:
         lm: the module.
-        threads: intra-op threads of the target's session (1: no thread pool; more: ORT's pool, whose workers spin
+        threads: intra-op threads of the target's sessions (1: no thread pool; more: ORT's pool, whose workers spin
             between passes). The draft's session always runs on the calling thread: a second spinning pool would
             compete with the target's for the same cores. bench/results/tts.json (``verification_cost``) has the
             cost of a pass with 1 and 2 threads on the benchmark machine.
     """
 
     def __init__(self, lm, threads: int = 1):
-        import onnxruntime as ort
-
+        self.lm = lm
         self.threads = threads
-        self.sessions = {}
-        for draft, n in ((False, threads), (True, 1)):
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = n
-            so.inter_op_num_threads = 1
-            so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            so.log_severity_level = 3
-            self.sessions[draft] = ort.InferenceSession(codec_lm_onnx(lm, draft), so,
-                                                        providers=["CPUExecutionProvider"])
+        self._sessions: dict = {}
         self.n_layers = {False: len(lm.blocks), True: lm.draft_layers}
         self.heads = lm.blocks[0].h
         self.d = lm.code.weight.shape[1]
         self.n_codes = int(lm.bos)
+        self.draft_layers = lm.draft_layers
+        self.session(False)
+        self.session(True)
+
+    @property
+    def sessions(self) -> dict:
+        """{False: the target's session, True: the draft's} (the protocol's passes, without sampling)."""
+        return {False: self.session(False), True: self.session(True)}
+
+    def session(self, part, sample: bool = False):
+        """The ``onnxruntime.InferenceSession`` of ``part`` ("target", "draft"; True/False = draft/target)."""
+        import onnxruntime as ort
+
+        part = {True: "draft", False: "target"}.get(part, part)
+        key = (part, sample)
+        if key not in self._sessions:
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = 1 if part == "draft" else self.threads
+            so.inter_op_num_threads = 1
+            so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            so.log_severity_level = 3
+            self._sessions[key] = ort.InferenceSession(codec_lm_onnx(self.lm, part, sample), so,
+                                                       providers=["CPUExecutionProvider"])
+        return self._sessions[key]
 
 
 def _weights_key(lm) -> tuple:
@@ -381,10 +442,11 @@ class CodecLMSession:
         if backend == "onnx":
             rt = runtime_for(lm, threads)
             self.runtime = rt
+            self._sess = rt.session(draft)
             self._ce = np.ascontiguousarray(self.ce.float().cpu().numpy())  # (1, n_frames, d)
             self._kv = [np.zeros((1, rt.heads, cap, rt.d // rt.heads), np.float32) for _ in range(2 * n)]
             self._logits = np.empty((1, cap, rt.n_codes), np.float32)
-            self._io = io = rt.sessions[draft].io_binding()
+            self._io = io = rt.session(draft).io_binding()
             for i in range(n):
                 for j, kv in enumerate("kv"):
                     buf = self._kv[2 * i + j]
@@ -428,7 +490,7 @@ class CodecLMSession:
         io.bind_cpu_input("ce", self._ce[:, n0:S])
         out = self._logits[:, :T]
         io.bind_output("logits", "cpu", 0, np.float32, out.shape, out.ctypes.data)
-        self.runtime.sessions[self.draft].run_with_iobinding(io)
+        self._sess.run_with_iobinding(io)
         return out[0].copy()
 
     def crop(self, n: int) -> None:
@@ -444,6 +506,136 @@ class CodecLMSession:
 
     def detokenize(self, ids) -> str:
         return " ".join(str(int(i)) for i in ids)
+
+
+class SelfSpeculativeSession:
+    """The target and its draft over one utterance on ONNX Runtime, for the samplers' fast path: sampling inside the
+    graphs (:func:`codec_lm_onnx` with ``sample=True``), inputs and outputs bound once (a pass is one ORT call), and
+    one KV cache for the draft's layers, which are the target's first ``draft_layers`` layers (self-speculative
+    decoding: Zhang et al., "Draft & Verify: Lossless Large Language Model Acceleration via Self-Speculative
+    Decoding", ACL 2024): the target's verification writes the same keys there as the draft did.
+
+    A round at cache position n (every layer holds positions < n; ``c`` is the last committed token, not yet fed):
+    :meth:`draft_step` L times (c, x1, …, x_{L−1} through the draft at positions n..n+L−1), :meth:`verify` (one
+    target pass over c, x1..x_L: the target distributions of positions n..n+L and a draw from the last),
+    :meth:`commit` (k of the L drafts accepted: positions < n+k+1 stay). Target-only AR is :meth:`target_step`.
+
+    Args:
+        lm: :class:`CodecLM`; cond: float32 (n_frames, 385) frame conditioning; temperature: sampling temperature;
+        rng: numpy Generator of the in-graph draws' uniform numbers; threads: the target's ORT threads.
+
+    Attributes:
+        n: cached positions; n_target / n_draft: passes run; pass_time: {"target"|"draft": {tokens per pass:
+        [passes, seconds]}}.
+
+    Raises:
+        ValueError (draft_step, verify, target_step): a pass past the utterance's frames, or too many drafts.
+    """
+
+    MAX_DRAFTS = 15
+
+    def __init__(self, lm, cond: np.ndarray, temperature: float, rng: np.random.Generator, threads: int = 1):
+        torch = _torch()
+        self._rt = rt = runtime_for(lm, threads)
+        self.rng = rng
+        self.n_frames = len(cond)
+        self.V = rt.n_codes
+        d = rt.d
+        cap = self.n_frames + 1
+        with torch.inference_mode():
+            ce = lm.cond_embed(torch.from_numpy(np.ascontiguousarray(cond, np.float32))[None].to(
+                next(lm.parameters()).dtype))
+        self._ce = np.ascontiguousarray(ce.float().cpu().numpy())  # (1, n_frames, d)
+        self._kv = [np.zeros((1, rt.heads, cap, d // rt.heads), np.float32) for _ in range(2 * len(lm.blocks))]
+        self._layers = {"target": len(lm.blocks), "draft": rt.draft_layers}
+        # inputs shared by every binding, updated in place (OrtValues over these arrays)
+        self._shared = {"seqlens_k": np.zeros(1, np.int32), "total_len": np.zeros((), np.int32),
+                        "temperature": np.array(temperature, np.float32), "uniform": np.zeros(1, np.float32)}
+        self._token = np.zeros((1, 1), np.int64)
+        self._draft_probs = np.empty((self.MAX_DRAFTS, self.V), np.float32)
+        self._bind: dict = {}  # (part, T) → (io, x, ce, probs)
+        self.n = 0
+        self._nd = 0  # drafts fed in this round
+        self.n_target = self.n_draft = 0
+        self.pass_time: dict[str, dict[int, list]] = {"target": {}, "draft": {}}
+
+    def _binding(self, part: str, T: int):
+        """The IO binding of ``part`` for passes of T tokens, made once: the KV buffers as past and present, the
+        shared inputs, and this shape's own x, ce, logits and probs arrays."""
+        key = (part, T)
+        if key not in self._bind:
+            import onnxruntime as ort
+
+            io = self._rt.session(part, sample=True).io_binding()
+            for i in range(self._layers[part]):
+                for j, kv in enumerate("kv"):
+                    buf = self._kv[2 * i + j]
+                    io.bind_input(f"past_{kv}{i}", "cpu", 0, np.float32, buf.shape, buf.ctypes.data)
+                    io.bind_output(f"present_{kv}{i}", "cpu", 0, np.float32, buf.shape, buf.ctypes.data)
+            x, ce = np.zeros((1, T), np.int64), np.zeros((1, T, self._ce.shape[2]), np.float32)
+            logits, probs = np.empty((1, T, self.V), np.float32), np.empty((1, T, self.V), np.float32)
+            values = {name: ort.OrtValue.ortvalue_from_numpy(arr) for name, arr in {"x": x, "ce": ce,
+                                                                                    **self._shared}.items()}
+            for name, v in values.items():  # the binding does not own them: kept alive with it
+                io.bind_ortvalue_input(name, v)
+            for name, arr in (("logits", logits), ("probs", probs), ("token", self._token)):
+                io.bind_output(name, "cpu", 0, arr.dtype, arr.shape, arr.ctypes.data)
+            self._bind[key] = (io, x, ce, probs, logits, values)
+        return self._bind[key]
+
+    def _run(self, part: str, tokens, pos: int) -> tuple[np.ndarray, int]:
+        """One pass of ``part`` feeding ``tokens`` at positions pos.. → (probs float32 (T, V) of those positions,
+        valid until the next pass of this shape; the in-graph draw from the last)."""
+        T = len(tokens)
+        S = pos + T
+        if S > self.n_frames:
+            raise ValueError("a pass past the end of the utterance's frames")
+        t0 = time.perf_counter()
+        io, x, ce, probs = self._binding(part, T)[:4]
+        x[0] = tokens
+        ce[0] = self._ce[0, pos:S]
+        self._shared["seqlens_k"][0] = S - 1
+        self._shared["total_len"][...] = S
+        self._shared["uniform"][0] = self.rng.random()
+        self._rt.session(part, sample=True).run_with_iobinding(io)
+        pt = self.pass_time[part].setdefault(T, [0, 0.0])
+        pt[0] += 1
+        pt[1] += time.perf_counter() - t0
+        return probs[0], int(self._token[0, 0])
+
+    def target_step(self, token: int) -> int:
+        """Target-only AR: feed ``token`` at position n; returns a draw from the target's next distribution."""
+        _, out = self._run("target", [token], self.n)
+        self.n += 1
+        self.n_target += 1
+        return out
+
+    def draft_step(self, token: int) -> tuple[int, np.ndarray]:
+        """Feed ``token`` through the draft at position n + (drafts fed this round) → (a draw x from the draft,
+        the draft's distribution p float32 (V,) it was drawn from; valid until the next round)."""
+        j = self._nd
+        if j >= self.MAX_DRAFTS:
+            raise ValueError(f"at most {self.MAX_DRAFTS} drafts per round")
+        probs, x = self._run("draft", [token], self.n + j)
+        p = self._draft_probs[j]
+        p[:] = probs[0]
+        self._nd += 1
+        self.n_draft += 1
+        return x, p
+
+    def verify(self, c: int, drafts) -> tuple[np.ndarray, int]:
+        """One target pass over [c, x1..x_L] (``drafts`` = the L tokens :meth:`draft_step` returned after being fed
+        c and x1..x_{L−1}) → (target distributions q float32 (L+1, V) of positions n..n+L, a draw from q[L])."""
+        if len(drafts) != self._nd:
+            raise ValueError(f"verify() of {len(drafts)} drafts after {self._nd} draft steps")
+        qs, tok = self._run("target", [c, *drafts], self.n)
+        self.n_target += 1
+        return qs, tok
+
+    def commit(self, accepted: int) -> None:
+        """End the round: c and the first ``accepted`` drafts stay cached (their keys are valid in every layer)."""
+        self.n += accepted + 1
+        self._nd = 0
 
 
 class CodecVoice:

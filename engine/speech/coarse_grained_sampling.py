@@ -62,6 +62,7 @@ class AcousticGroups:
         self.group_of_token = inv.astype(np.int64)
         self._uniq = uniq
         self._N_of_group = [self.N[g] for g in self.groups]  # N(t) for t ∈ G_k, for Eq. 5
+        self._w_of_group = [1.0 / n.astype(np.float32) for n in self._N_of_group]  # 1/N(t), Eq. 5 as one dot
 
     # ----------------------------------------------------------------------------------------------- cache
     @staticmethod
@@ -114,7 +115,7 @@ class AcousticGroups:
     # ------------------------------------------------------------------------------------------ Eq. 4–5
     def coarse(self, p: np.ndarray, k: int) -> float:
         """Eq. 5: P_c(G_k) = Σ_{t∈G_k} p(t)/N(t)."""
-        return float((p[self.groups[k]] / self._N_of_group[k]).sum())
+        return float(p[self.groups[k]] @ self._w_of_group[k])
 
     def coarse_all(self, p: np.ndarray) -> np.ndarray:
         """Eq. 4 for every group: float (M,) (sums to 1)."""
@@ -124,7 +125,7 @@ class AcousticGroups:
     def sample_group(self, t: int, rng: np.random.Generator) -> int:
         """Eq. 6: K ~ w_{k,t} over k ∈ S(t) (uniform under equal split)."""
         s = self.S[t]
-        return int(s[rng.integers(len(s))])
+        return int(s[int(rng.random() * len(s))])  # uniform index (rng.random() < 1); cheaper than rng.integers
 
     def mean_group_size(self) -> float:
         return float(np.mean([len(g) for g in self.groups]))
@@ -150,9 +151,18 @@ def _sync(lm, cached: list[int], ctx: list[int], ok: int) -> tuple[list[int], in
     return ctx[k:], k
 
 
+def _onnx(lm) -> bool:
+    """Whether ``lm`` runs on ONNX Runtime (a module on the CPU; a module on a GPU runs in torch)."""
+    return next(lm.parameters()).device.type == "cpu"
+
+
 def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator, temperature: float = 0.8,
                 threads: int = 1) -> tuple[np.ndarray, V.SpecStats]:
     """Target-only AR sampling of one utterance: one target pass per token.
+
+    On the CPU each pass samples inside the graph (:class:`tts.codec_lm.SelfSpeculativeSession`, the same fast path
+    as :func:`speculative_generate`'s, so the two compare like for like); on a GPU the torch module's pass and a
+    numpy draw.
 
     Args:
         lm: :class:`tts.codec_lm.CodecLM`; cond: float32 (n_frames, 385) frame conditioning
@@ -162,13 +172,21 @@ def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator, temperature: flo
     Returns:
         (int64 codes (n_frames,), stats with ``tokens``, ``target_passes`` and ``passes`` (per-pass wall time)).
     """
-    from tts.codec_lm import CodecLMSession
+    from tts.codec_lm import CodecLMSession, SelfSpeculativeSession
 
     t0 = time.perf_counter()
-    s = CodecLMSession(lm, cond, threads=threads)
     n = len(cond)
     out: list[int] = []
     tok = lm.bos
+    if _onnx(lm):
+        s = SelfSpeculativeSession(lm, cond, temperature, rng, threads)
+        while len(out) < n:
+            tok = s.target_step(tok)
+            out.append(tok)
+        st = V.SpecStats(tokens=n, target_passes=s.n_target, seconds=time.perf_counter() - t0)
+        st.passes = {"target": s.pass_time["target"]}
+        return np.asarray(out, np.int64), st
+    s = CodecLMSession(lm, cond, threads=threads)
     while len(out) < n:
         q = V.softmax(s.eval([tok])[-1], temperature)
         tok = V.sample_categorical(q, rng)
@@ -189,12 +207,18 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
     is one target pass over the L_d drafts plus the token before them (a single ONNX Runtime call, no Python per
     token); the L_d + 1 target distributions are one vectorised softmax.
 
+    On the CPU the rounds run on :class:`tts.codec_lm.SelfSpeculativeSession`: draws inside the graphs, and the
+    verification resumes from the draft's hidden states, sharing the KV cache of the layers the draft and target
+    have in common (the draft's layers are not computed twice). On a GPU, two sessions of the torch module.
+
     Returns:
         (int64 codes (n_frames,), stats: rounds, drafted, accepted, accepted_lengths, target/draft passes, and
         ``passes``: per-pass wall time by role and tokens per pass).
     """
     from tts.codec_lm import CodecLMSession
 
+    if _onnx(lm):
+        return _self_speculative_generate(lm, cond, rng, accept, lookahead, temperature, threads)
     t0 = time.perf_counter()
     n = len(cond)
     tgt = CodecLMSession(lm, cond, threads=threads)
@@ -239,6 +263,42 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
     st.target_passes, st.draft_passes = tgt.n_forward, dft.n_forward
     st.seconds = time.perf_counter() - t0
     return np.asarray(ctx[1 : n + 1], np.int64), _pass_stats(st, target=tgt, draft=dft)
+
+
+def _self_speculative_generate(lm, cond, rng, accept, lookahead, temperature, threads):
+    """:func:`speculative_generate` on :class:`tts.codec_lm.SelfSpeculativeSession` (same rounds, same rules)."""
+    from tts.codec_lm import SelfSpeculativeSession
+
+    t0 = time.perf_counter()
+    n = len(cond)
+    s = SelfSpeculativeSession(lm, cond, temperature, rng, threads)
+    ctx = [lm.bos]  # ctx[i] feeds position i; ctx[-1] is the round's c, not yet fed
+    st = V.SpecStats()
+    while len(ctx) <= n:
+        L = min(lookahead, n - len(ctx))
+        xs, ps = [], []
+        tok = ctx[-1]
+        for _ in range(L):
+            tok, p = s.draft_step(tok)
+            xs.append(tok)
+            ps.append(p)
+        qs, bonus = s.verify(ctx[-1], xs)
+        acc = 0
+        for j in range(L):
+            r = accept(xs[j], ps[j], qs[j], rng)
+            ctx.append(r.token)
+            if not r.accepted:
+                break
+            acc += 1
+        else:
+            ctx.append(bonus)
+        s.commit(acc)
+        st.record(L, acc)
+    st.tokens = n
+    st.target_passes, st.draft_passes = s.n_target, s.n_draft
+    st.seconds = time.perf_counter() - t0
+    st.passes = s.pass_time
+    return np.asarray(ctx[1 : n + 1], np.int64), st
 
 
 METHODS = ("ar", "sd", "ssd", "pcg")

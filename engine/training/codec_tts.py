@@ -6,7 +6,7 @@ is built here on the Piper voice's own VITS parts, tts/vits_latent.py):
     python -m engine.training.codec_tts codec --k 1024 2048   # k-means codebooks on z, round-trip CER of each;
                                                 # the best (ties → the smaller K) is kept
     python -m engine.training.codec_tts lm      # AR target conditioned on the voice's prior
-    python -m engine.training.codec_tts draft   # draft = the target's first layer + its own norm and head, distilled
+    python -m engine.training.codec_tts draft   # draft: the target's first layer + own norm, rank-64 head, distilled
     python -m engine.training.codec_tts calibrate  # shipped temperature (validation CER), entropy, Eq. 1 table
 
 Data: sentences from Multi30k train, MT-Bench and GSM8K (the CTC head's training text, engine.training.ctc_head),
@@ -344,23 +344,39 @@ def train_lm(epochs: int, arch: dict, seed: int = 0, input_noise: float = 0.3, b
     _write_info(info)
 
 
-def train_draft(epochs: int, seed: int = 0, batch: int = 8, device: str = "cpu") -> None:
-    """Draft = the target's first ``draft_layers`` layers (frozen, shared) + its own norm and head, distilled from the
-    target's distribution (KL at T = 1), as the paper's draft is a layer subset of the target."""
+def low_rank_draft_head(lm, rank: int) -> None:
+    """Replace ``lm``'s draft head (d → n_codes) in place by a rank-``rank`` one (d → rank → n_codes) initialised
+    from the best rank-``rank`` approximation of the current head (truncated SVD, Eckart–Young), bias kept; the
+    architecture's ``draft_rank`` is set."""
+    import torch
+    from torch import nn
+
+    W = lm.draft_head.weight.detach().float() if isinstance(lm.draft_head, nn.Linear) else (
+        lm.draft_head[1].weight.detach().float() @ lm.draft_head[0].weight.detach().float())
+    b = (lm.draft_head if isinstance(lm.draft_head, nn.Linear) else lm.draft_head[1]).bias.detach().float()
+    U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+    head = nn.Sequential(nn.Linear(W.shape[1], rank, bias=False), nn.Linear(rank, W.shape[0]))
+    with torch.no_grad():
+        head[0].weight.copy_(S[:rank, None] * Vh[:rank])
+        head[1].weight.copy_(U[:, :rank])
+        head[1].bias.copy_(b)
+    lm.draft_head = head.to(W.device)
+    lm.draft_rank = rank
+
+
+def _distil_draft(lm, tr, epochs: int, seed: int, batch: int, device: str, what: str) -> float:
+    """Distil the draft's norm and head (the rest frozen) from the target's distribution (KL at T = 1) for
+    ``epochs`` epochs; returns the last epoch's mean KL."""
     import torch
 
-    from tts.codec_lm import load_lm
-
-    torch.manual_seed(seed)
-    val, tr = sequences()
-    lm = load_lm(ASSET, dtype=torch.float32).to(device)
     for p in lm.parameters():
         p.requires_grad_(False)
     params = list(lm.draft_norm.parameters()) + list(lm.draft_head.parameters())
     for p in params:
         p.requires_grad_(True)
     opt = torch.optim.AdamW(params, lr=2e-3)
-    t0, c0 = time.time(), time.process_time()
+    t0 = time.time()
+    tot, n = 0.0, 0
     for ep in range(epochs):
         random.Random(seed + ep).shuffle(tr)
         tot, n = 0.0, 0
@@ -376,10 +392,39 @@ def train_draft(epochs: int, seed: int = 0, batch: int = 8, device: str = "cpu")
             opt.step()
             tot += loss.item()
             n += 1
-        print(f"draft epoch {ep + 1}/{epochs}: KL {tot / n:.3f}, {time.time() - t0:.0f} s", flush=True)
+        print(f"draft ({what}) epoch {ep + 1}/{epochs}: KL {tot / n:.3f}, {time.time() - t0:.0f} s", flush=True)
+    return tot / max(n, 1)
+
+
+def train_draft(epochs: int, seed: int = 0, batch: int = 8, device: str = "cpu", rank: int | None = None) -> None:
+    """Draft = the target's first ``draft_layers`` layers (frozen, shared) + its own norm and head, distilled from the
+    target's distribution (KL at T = 1), as the paper's draft is a layer subset of the target.
+
+    The draft's norm and a full-rank head are initialised afresh (seeded, so the stage gives the same draft
+    whatever the model held before) and distilled for ``epochs``; with ``rank``, the head is then factored to rank
+    ``rank`` (:func:`low_rank_draft_head`, the truncated SVD of the distilled head) and the factored head distilled
+    for ``epochs`` more, so that a draft step costs well under half a target step (the head is half of a one-layer
+    draft's work)."""
+    import torch
+    from torch import nn
+
+    from tts.codec_lm import load_lm
+
+    val, tr = sequences()
+    lm = load_lm(ASSET, dtype=torch.float32).to(device)
+    torch.manual_seed(seed)
+    d, n_codes = lm.code.weight.shape[1], lm.bos
+    lm.draft_norm, lm.draft_head = nn.LayerNorm(d).to(device), nn.Linear(d, n_codes).to(device)
+    lm.draft_rank = None
+    t0, c0 = time.time(), time.process_time()
+    kl = {"full_rank": round(_distil_draft(lm, tr, epochs, seed, batch, device, "full rank"), 4)}
+    if rank:
+        low_rank_draft_head(lm, rank)
+        kl[f"rank_{rank}"] = round(_distil_draft(lm, tr, epochs, seed + 100, batch, device, f"rank {rank}"), 4)
     _save_lm(lm)
     info = _info()
-    info["draft"] = {"layers": lm.draft_layers, "epochs": epochs, "kl": round(tot / n, 4),
+    info["arch"]["draft_rank"] = rank or None
+    info["draft"] = {"layers": lm.draft_layers, "rank": rank, "epochs_per_phase": epochs, "kl_last_epoch": kl,
                      "val_loss": round(_val_loss(lm, val, device, draft=True), 4), "wall_s": round(time.time() - t0),
                      "cpu_s": round(time.process_time() - c0), "device": device}
     _write_info(info)
@@ -489,6 +534,8 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, nargs="+", default=[1024, 2048], help="codebook sizes to compare")
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--draft-epochs", type=int, default=1)
+    ap.add_argument("--draft-rank", type=int, default=ARCH["draft_rank"],
+                    help="rank of the draft's head (0: full rank); initialised from the current head's truncated SVD")
     ap.add_argument("--layers", type=int, default=ARCH["layers"])
     ap.add_argument("--d", type=int, default=ARCH["d"])
     ap.add_argument("--input-noise", type=float, default=0.3)
@@ -511,10 +558,10 @@ def main(argv=None) -> int:
         from tts.codec import LatentCodec
 
         K = LatentCodec.load(ASSET / "codec.npz").K
-        arch = dict(ARCH, n_codes=K, layers=a.layers, d=a.d, ff=4 * a.d)
+        arch = dict(ARCH, n_codes=K, layers=a.layers, d=a.d, ff=4 * a.d, draft_rank=None)  # the draft stage sets it
         train_lm(a.epochs, arch, input_noise=a.input_noise, device=device)
     if a.stage in ("draft", "all"):
-        train_draft(a.draft_epochs, device=device)
+        train_draft(a.draft_epochs, device=device, rank=a.draft_rank or None)
     if a.stage in ("calibrate", "all"):
         calibrate()
     if a.stage == "all":
