@@ -184,6 +184,9 @@ JOBS: tuple[Job, ...] = (
               "text and offline beam 5 per file and condition, offline greedy in the same run; the English-German "
               "read text and French/German/Spanish utterances with asr.language=auto: language ID, captions into "
               "English (chrF)"),
+    Job("vad-gate", "vad_gate.json", _bench("vad-gate"), 60,
+        about="the VAD's near-talker gate on development conversations (seeds 7-9, babble and clean): near-talker "
+              "speech lost against quiet per vad.near_snr_db, and the default that loses none"),
     # -- ASR decoding ----------------------------------------------------------------------------------------------
     Job("asr", "asr.json", _bench("asr", "--methods", ASR_METHODS), 1320,
         about="every decoding method on the same encoder output, 41 held-out inputs"),

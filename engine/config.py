@@ -277,6 +277,13 @@ class VadConfig:
     noise_rise_db_s: float = setting(3.0, label="Noise floor rise", unit="dB/s", range=(0.1, 30.0),
                                      help="How fast the VAD's noise floor (a minimum tracker of the chunk energy) "
                                           "may rise: a steady noise is followed within seconds, speech is not.")
+    # Silero hears other talkers as speech, so in babble a turn would never end; the default is the largest margin
+    # that loses none of the near talker's speech against the same speech in quiet (development conversations,
+    # python -m bench.make_conversation --seed 7, 8, 9)
+    near_snr_db: float = setting(6.0, label="Near talker above background speech", unit="dB", range=(0.0, 30.0),
+                                 help="While the background is itself speech (babble, other talkers), a chunk counts "
+                                      "as the user's speech only when its level stands this far above the "
+                                      "background's; 0 = off.")
 
 
 @dataclass(frozen=True)

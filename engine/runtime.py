@@ -192,10 +192,11 @@ class Runtime:
                             min_speech_s=v.min_speech_s, speech_pad_s=v.speech_pad_s, **self._vad_fallback())
 
     def _vad_fallback(self) -> dict:
-        """The VAD's clear-sound fallback settings (``vad.fallback_threshold`` and the noise floor's)."""
+        """The VAD's clear-sound fallback settings (``vad.fallback_threshold`` and the noise floor's) and its
+        near-talker gate (``vad.near_snr_db``, 0 = off)."""
         v = self.cfg.vad
         return {"fallback_threshold": v.fallback_threshold, "fallback_snr_db": v.fallback_snr_db,
-                "noise_rise_db_s": v.noise_rise_db_s}
+                "noise_rise_db_s": v.noise_rise_db_s, "near_snr_db": v.near_snr_db or None}
 
     def turn_detector(self):
         """The Smart Turn v3.2 end-of-turn model (assets/smart_turn, onnxruntime)."""

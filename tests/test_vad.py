@@ -1,6 +1,8 @@
 """The streaming VAD's clear-sound fallback (audio/vad.py): telephone-band speech that Silero is unsure of is heard,
 noise alone (white noise, mains hum, babble) opens no more utterances than Silero's threshold alone does, and the
-noise floor follows a steady noise but not speech. Real Silero v6, real audio from the repository."""
+noise floor follows a steady noise but not speech. Its near-talker gate: a talker over babble 10 dB down is heard
+and the babble between the turns is not, while clean, reverberant, telephone and quiet speech keep every boundary.
+Real Silero v6, real audio from the repository."""
 
 import functools
 import json
@@ -28,6 +30,13 @@ def fallback_kw(cfg) -> dict:
     v = cfg.vad
     return {"fallback_threshold": v.fallback_threshold, "fallback_snr_db": v.fallback_snr_db,
             "noise_rise_db_s": v.noise_rise_db_s}
+
+
+@pytest.fixture(scope="module")
+def gate_kw(fallback_kw, cfg) -> dict:
+    """The default configuration's VAD settings with its near-talker gate (vad.near_snr_db, as the runtime passes)."""
+    assert cfg.vad.near_snr_db > 0
+    return {**fallback_kw, "near_snr_db": cfg.vad.near_snr_db}
 
 
 def utterances(vad: StreamingVAD, audio: np.ndarray, block: int = 1600) -> list[tuple[float, float]]:
@@ -79,10 +88,13 @@ def _langid_clips() -> list[np.ndarray]:
     return [load_audio(p) for p in sorted((CONV / "langid").glob("*.flac"))]
 
 
-def _babble(n: int, rng: np.random.Generator, talkers: int = 8) -> np.ndarray:
+def _babble(n: int, rng: np.random.Generator, talkers: int = 8, dense: bool = False) -> np.ndarray:
     """``talkers`` espeak-ng voices of the language-ID set (bench/data/conversation/langid) summed at equal RMS,
-    each from a random offset: unit-RMS babble, float32 (n,)."""
+    each from a random offset: unit-RMS babble, float32 (n,). ``dense``: each clip without its 0.4 s of silence
+    before and 0.8 s after (as the conversation corpus's babble talkers, who pause 0.1–0.4 s between sentences)."""
     clips = _langid_clips()
+    if dense:
+        clips = [c[int(0.35 * SR): -int(0.75 * SR)] for c in clips]
     out = np.zeros(n, np.float32)
     for _ in range(talkers):
         x = np.concatenate([clips[i] for i in rng.permutation(len(clips))])
@@ -129,3 +141,70 @@ def test_noise_floor_follows_steady_noise_not_speech(vad_path, fallback_kw, jfk_
     vad(np.concatenate([quiet, jfk_audio]))
     speech_db = 10 * np.log10(np.mean(jfk_audio ** 2))
     assert vad.noise_floor_db < speech_db - 20
+
+
+def _covered(spans: list[tuple[float, float]], regions: list[tuple[float, float]], n: int) -> float:
+    """Share of the 32 ms chunks inside ``regions`` (start, end seconds) that the utterance ``spans`` cover."""
+    return speech_covered(spans, [{"start": a, "end": b} for a, b in regions], n)
+
+
+def test_near_talker_is_heard_over_babble(vad_path, fallback_kw, gate_kw, jfk_audio):
+    """jfk twice, 5 s apart, over eight-talker babble 10 dB below his speech (the conversation corpus's babble
+    condition). Without the gate the babble is speech to Silero: one utterance over everything. With it the gate
+    turns on, every chunk of jfk's speech (his utterances in quiet, less their pads) is inside an utterance, and
+    most of the babble-only time (after the first 3 s, past each hangover) is not."""
+    pad = 0.2  # the default speech_pad_s, which the quiet utterances include
+    quiet = utterances(StreamingVAD(vad_path, **gate_kw), jfk_audio)
+    assert len(quiet) == 4
+    jfk_s = len(jfk_audio) / SR
+    near = np.concatenate([np.zeros(5 * SR), jfk_audio, np.zeros(5 * SR), jfk_audio, np.zeros(3 * SR)])
+    frames = jfk_audio[: len(jfk_audio) // CHUNK * CHUNK].reshape(-1, CHUNK).astype(np.float64) ** 2
+    energy_db = 10 * np.log10(frames.mean(1) + 1e-12)
+    speech_power = frames[energy_db > energy_db.max() - 30].mean()  # jfk's speech, not his pauses
+    babble = _babble(len(near), np.random.default_rng(7), dense=True) * np.sqrt(speech_power / 10 ** (10 / 10))
+    x = (near + babble).astype(np.float32)
+    second = 5 + jfk_s + 5
+    speech = [(a + pad + o, b - pad + o) for o in (5, second) for a, b in quiet]
+    babble_only = [(3.0, 5 - pad), (5 + jfk_s + 0.8, second - pad), (second + jfk_s + 0.8, len(x) / SR)]
+
+    plain = utterances(StreamingVAD(vad_path, **fallback_kw), x)
+    assert _covered(plain, babble_only, len(x)) > 0.9
+
+    vad = StreamingVAD(vad_path, **gate_kw)
+    gated = utterances(vad, x)
+    assert vad.near_gate and vad.background_db is not None
+    assert _covered(gated, speech, len(x)) == 1.0
+    assert _covered(gated, babble_only, len(x)) < 0.5
+    assert len(gated) >= 4
+
+
+@pytest.mark.parametrize("name", ["jfk", "quiet jfk", "hesitation_en.flac", "d1_two_voices_clean.flac",
+                                  "d1_two_voices_reverb.flac", "d1_two_voices_telephone.flac",
+                                  "d2_three_voices_telephone.flac"])
+def test_gate_stays_off_without_background_speech(vad_path, fallback_kw, gate_kw, jfk_audio, name):
+    """Where the background is silence, room noise or a line's hiss (clean, reverberant and telephone dialogues, a
+    hesitant espeak-ng sentence, jfk and jfk 40 dB quieter over faint noise: a quiet talker in a quiet room), the
+    gate stays off and every utterance boundary is the one without it."""
+    if name == "jfk":
+        x = jfk_audio
+    elif name == "quiet jfk":
+        noise = np.random.default_rng(5).standard_normal(len(jfk_audio)) * 10 ** (-85 / 20)
+        x = (jfk_audio * 10 ** (-40 / 20) + noise).astype(np.float32)
+    else:
+        x = load_audio((CONV if name.startswith("d") else ROOT / "tests" / "data") / name)
+    plain = utterances(StreamingVAD(vad_path, **fallback_kw), x)
+    vad = StreamingVAD(vad_path, **gate_kw)
+    assert utterances(vad, x) == plain
+    assert len(plain) >= 1 and not vad.near_gate
+
+
+def test_babble_alone_is_mostly_not_speech_with_the_gate(vad_path, fallback_kw, gate_kw):
+    """Babble alone (20 s, the corpus-like dense babble): Silero's rule holds one utterance over it; with the gate
+    on (from the first seconds) most of it is outside utterances (a babble's louder moments still open short ones)."""
+    x = (_babble(20 * SR, np.random.default_rng(11), dense=True) * 10 ** (-25 / 20)).astype(np.float32)
+    plain = utterances(StreamingVAD(vad_path, **fallback_kw), x)
+    vad = StreamingVAD(vad_path, **gate_kw)
+    gated = utterances(vad, x)
+    assert _covered(plain, [(3.0, 20.0)], len(x)) > 0.9
+    assert vad.near_gate
+    assert _covered(gated, [(3.0, 20.0)], len(x)) < 0.5
