@@ -1543,6 +1543,40 @@ def _flat(d: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
     return out
 
 
+def section_vad_gate(r: Results) -> str:
+    """The VAD's near-talker gate swept on development conversations (``vad_gate.json``, ``specvoice bench
+    vad-gate``)."""
+    if not (r.folder / "vad_gate.json").exists():
+        return ""
+    d = r("vad_gate")
+    rows = []
+    for v in d["sweep"]:
+        x = v["summary"]
+        name = "off" if not v["near_snr_db"] else f"{num(v['near_snr_db'], 1)} dB"
+        if v["near_snr_db"] == d["config_near_snr_db"]:
+            name = f"**{name} (default)**"
+        rows.append([name, x["utterances"], num(x["longest_utterance_s"], 1), num(x["speech_coverage_min"], 3),
+                     num(x["speech_lost_s"], 2), x["files_losing_speech"], num(x["babble_only_s"], 1),
+                     num(x["babble_only_excess_s"], 1), num(x["quiet_speech_lost_s"], 2)])
+    x0 = d["sweep"][0]["summary"]
+    seeds = ", ".join(str(s) for s in d["data"]["seeds"])
+    return f"""## VAD near-talker gate (development conversations)
+
+{produced_by("vad_gate.json")}
+
+Silero hears background talkers as speech, so in babble a user's turn would not end until the transcriber's longest
+utterance. `vad.near_snr_db` gates it (audio/vad.py): while the background is itself speech, a chunk is the user's
+speech only when its level stands that many dB above the background's. The sweep runs the VAD alone (no ASR) over the
+babble and clean versions of {x0["files"]} development dialogues (`bench.make_conversation`, seeds {seeds}: not the
+held-out test set), {x0["utterances_quiet"]} utterances in quiet. "Lost" is near-talker speech inside a quiet
+utterance that no babble-file utterance covers; "babble-only" is time inside utterances where nobody near speaks
+(its excess over the same time in quiet). Rule: {d["rule"]}; chosen {num(d["chosen_near_snr_db"], 1)} dB (the
+default is {num(d["config_near_snr_db"], 1)} dB).
+
+{table(["near_snr_db", "utterances", "longest (s)", "min coverage", "lost (s)", "files losing speech",
+        "babble-only (s)", "excess over quiet (s)", "quiet speech lost with the gate (s)"], rows)}"""
+
+
 def section_other(r: Results, name: str) -> str:
     """A result file no section describes yet: its command and its scalar fields."""
     d = r(name[:-len(".json")])
@@ -1564,7 +1598,7 @@ No section of bench/report.py describes this file yet; its scalar fields as reco
 SECTIONS: tuple[Callable[[Results], str], ...] = (
     section_latency_report, section_voice, section_voice_source, section_predgen, section_ssbd, section_caption,
     section_asr_stream, section_asr_offline, section_asr_decoding, section_soak, section_duplex, section_tts,
-    section_remote, section_tests_slow, section_conversation,
+    section_remote, section_tests_slow, section_conversation, section_vad_gate,
 )
 
 

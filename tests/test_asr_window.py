@@ -196,6 +196,25 @@ def test_skipped_speech_is_found():
     assert skipped_regions(quiet, words) == []
 
 
+def test_a_gap_decode_that_repeats_its_prompt_is_an_echo():
+    """A skipped stretch is decoded prompted with the words before it; under babble Whisper can answer with those
+    words again ("So I looked at the trains for Saturday." twice). Such a decode is the prompt's echo and is not put
+    in; a decode with its own words, or sharing one common word with the prompt, is."""
+    from engine.asr.ctc_self_speculative import echoes_prompt
+    from engine.core.events import Word
+
+    def words(text):
+        return [Word(i * 0.3, i * 0.3 + 0.3, " " + t) for i, t in enumerate(text.split())]
+
+    prompt = "So I looked at the trains for Saturday."
+    assert echoes_prompt(words("So I looked at the trains for Saturday."), prompt)
+    assert echoes_prompt(words("looked at the trains, for"), "We said so. " + prompt)
+    assert not echoes_prompt(words("The early one leaves at six."), prompt)
+    assert not echoes_prompt(words("the nine o'clock gets in just before lunch"), prompt)
+    assert not echoes_prompt(words("Saturday."), prompt)  # one word: too little to call an echo
+    assert not echoes_prompt(words("For Saturday we should take the early one and then a bus."), prompt)
+
+
 def test_ssd_with_greedy_acceptance_is_lossless(runtime, jfk_audio):
     """τ_SLM = 0.5 (a token with p > 0.5 is the argmax) and Eq. 3 off: SSD's tokens are greedy AR's, on every
     prefix of a growing buffer (the previous hypothesis as the draft) and on held-out speech."""

@@ -343,3 +343,26 @@ def test_assist_speaks_its_answer_with_the_codec_tts(tmp_path, small_gguf, whisp
     audio, sr = sf.read(rep["answer_wav"], dtype="float32")
     assert sr == 22050 and len(audio) / sr == pytest.approx(ans["tts"]["audio_s"], rel=0.01)
     assert _wer(ans["answer"], _say(whisper, resample(audio, sr, 16000))) < 0.5  # the answer (noise or silence: ≈ 1)
+
+
+def test_low_rank_draft_head_is_the_truncated_svd_of_the_head():
+    """engine.training.codec_tts.low_rank_draft_head (a small random module: the factorisation's algebra only): at
+    full rank the factored head is the head itself; at rank r its error is the tail of the singular values
+    (Eckart–Young), and the bias is kept."""
+    import torch
+
+    from engine.training.codec_tts import low_rank_draft_head
+    from tts.codec_lm import CodecLM
+
+    torch.manual_seed(0)
+    lm = CodecLM(n_codes=64, d=16, layers=2, heads=2, ff=32)
+    W, b = lm.draft_head.weight.detach().clone(), lm.draft_head.bias.detach().clone()
+    s = torch.linalg.svdvals(W)
+    low_rank_draft_head(lm, 16)
+    np.testing.assert_allclose((lm.draft_head[1].weight @ lm.draft_head[0].weight).detach(), W, atol=1e-5)
+    low_rank_draft_head(lm, 4)
+    err = torch.linalg.matrix_norm(lm.draft_head[1].weight @ lm.draft_head[0].weight - W).detach()
+    np.testing.assert_allclose(err, torch.sqrt((s[4:] ** 2).sum()), rtol=1e-4)
+    assert torch.equal(lm.draft_head[1].bias.detach(), b)
+    x = torch.zeros(1, 3, dtype=torch.long)
+    assert lm(x, torch.randn(1, 3, 385), draft=True).shape == (1, 3, 64)

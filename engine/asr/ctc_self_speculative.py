@@ -38,6 +38,23 @@ from engine.asr.window import DecodeGuard, WindowPolicy, log_mel, skipped_region
 PRESETS = {"high_accuracy": (0.7, 0.2), "high_rtfx": (3.0, 0.1)}
 
 
+def _word_key(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def echoes_prompt(words, prompt: str) -> bool:
+    """Whether a decode's ``words`` (:class:`Word`) mostly repeat its prompt's text: at least two words and at least
+    60 % of them in one run of words the prompt also has. Whisper, prompted with the text before a stretch of audio
+    it is unsure of (babble, a mumble), can answer with that text again; such a decode is the prompt's echo, not the
+    stretch's words."""
+    new = [k for k in (_word_key(w.text) for w in words) if k]
+    if len(new) < 2:
+        return False
+    old = [k for k in (_word_key(t) for t in prompt.split()) if k]
+    m = difflib.SequenceMatcher(None, old, new, autojunk=False).find_longest_match(0, len(old), 0, len(new))
+    return m.size >= 2 and m.size >= 0.6 * len(new)
+
+
 @dataclass
 class SSDResult:
     """One SSD decode.
@@ -631,6 +648,9 @@ class SSDCT2Backend:
                 continue
             new = [Word(w.start + a, w.end + a, w.text)
                    for w in self.m.words(r.tokens, r.sv, hi - lo, stats.get("language"))]
+            if echoes_prompt(new, before):
+                stats["gaps_echo"] = stats.get("gaps_echo", 0) + 1
+                continue
             words = words[:i] + new + words[i + (k is not None):]  # a stretched word is replaced
         return words
 
