@@ -548,6 +548,8 @@ class SelfSpeculativeSession:
         self._ce = np.ascontiguousarray(ce.float().cpu().numpy())  # (1, n_frames, d)
         self._kv = [np.zeros((1, rt.heads, cap, d // rt.heads), np.float32) for _ in range(2 * len(lm.blocks))]
         self._layers = {"target": len(lm.blocks), "draft": rt.draft_layers}
+        for part in PARTS:  # built now, not inside the first timed pass
+            rt.session(part, sample=True)
         # inputs shared by every binding, updated in place (OrtValues over these arrays)
         self._shared = {"seqlens_k": np.zeros(1, np.int32), "total_len": np.zeros((), np.int32),
                         "temperature": np.array(temperature, np.float32), "uniform": np.zeros(1, np.float32)}

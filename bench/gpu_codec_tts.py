@@ -1,0 +1,199 @@
+"""The codec-TTS sampler benchmark on a GPU machine that has torch but not the voice's packages (Piper, espeak-ng):
+``specvoice bench tts`` split in three steps around the GPU run.
+
+    specvoice bench gpu-codec-tts prepare --n 40 --val 10 --out out/gpu_codec_tts   # here: the voice's prior
+    python -m bench.gpu_codec_tts run --inputs out/gpu_codec_tts --device cuda     # on the GPU machine
+    specvoice bench gpu-codec-tts score --inputs out/gpu_codec_tts                  # here: CER of what it sampled
+
+``prepare`` phonemises the first ``--n`` sentences of Multi30k test 2017 (the test split of ``bench tts``) and the
+``--val`` after them (its validation split) and writes, per sentence, the voice's prior — m_p and logs_p per phoneme
+(float16) and frames per phoneme, the inputs of :func:`tts.codec_lm.frame_conditioning` — to ``inputs.npz`` (a few
+MB, plus the texts). ``run`` needs only numpy, torch and the repository: it loads the codec LM
+(assets/codec_tts) on ``--device`` (the torch module there, :class:`tts.codec_lm.CodecLMSession`'s torch backend),
+samples every sentence with each method (target-only AR, exact SD, SSD bias 0.3 and PCG over θ × L_d; the methods
+take turns sentence by sentence, the same seed per sentence for every method), measures the verification cost
+curve (1/2/4/8 tokens in target steps, :func:`bench.tts_bench.verification_cost`), and writes ``run.json`` (speed,
+acceptance, accepted per round, per-pass wall time) and ``codes.npz`` (the sampled codes). ``score`` renders the
+codes with the voice's generator and transcribes them with the Whisper target (as ``bench tts``), chooses θ and L_d
+on the validation split by ``bench tts``'s rule (the fastest PCG setting within one CER point of target-only),
+and writes the result JSON (default ``bench/results/tts_<device>.json``).
+
+The device's speeds never mix with the CPU's: the JSON names the device ``run`` saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+GRID_THETAS = (0.42, 0.5, 0.6)
+GRID_LOOKAHEADS = (2, 3, 4)
+
+
+def _methods(thetas, lookaheads) -> list[str]:
+    return ["ar", "sd", "ssd"] + [f"pcg{t}L{L}" for t in thetas for L in lookaheads]
+
+
+def prepare(a) -> int:
+    from bench.tts_bench import sentences
+    from engine.config import load_config
+    from engine.speech.coarse_grained_sampling import CodecTTS
+
+    cfg = load_config()
+    tts = CodecTTS(cache_dir=cfg.cache_dir())
+    texts = {"test": sentences(a.n), "val": sentences(a.val, start=a.n)}
+    arrays = {}
+    for split, ss in texts.items():
+        for i, s in enumerate(ss):
+            m, logs, dur = tts.voice.prior(tts.phoneme_ids(s)[0])
+            arrays[f"{split}_{i}_m"] = m.astype(np.float16)
+            arrays[f"{split}_{i}_logs"] = logs.astype(np.float16)
+            arrays[f"{split}_{i}_dur"] = np.asarray(dur, np.int16)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out / "inputs.npz", **arrays)
+    (out / "texts.json").write_text(json.dumps({**texts, "temperature": tts.temperature}, indent=1))
+    print(f"wrote {out / 'inputs.npz'} ({(out / 'inputs.npz').stat().st_size / 1e6:.1f} MB): "
+          f"{len(texts['test'])} test + {len(texts['val'])} validation sentences")
+    return 0
+
+
+def _conditioning(z, split: str, n: int) -> list[np.ndarray]:
+    from tts.codec_lm import frame_conditioning
+
+    return [frame_conditioning(z[f"{split}_{i}_m"].astype(np.float32), z[f"{split}_{i}_logs"].astype(np.float32),
+                               z[f"{split}_{i}_dur"].astype(np.int64)) for i in range(n)]
+
+
+def run(a) -> int:
+    import torch
+
+    from engine.core import verify as V
+    from engine.speech.coarse_grained_sampling import AcousticGroups, ar_generate, speculative_generate
+    from tts.codec_lm import load_lm
+
+    inp = Path(a.inputs)
+    texts = json.loads((inp / "texts.json").read_text())
+    z = np.load(inp / "inputs.npz")
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        print("gpu-codec-tts: --device cuda but torch sees no CUDA device", file=sys.stderr)
+        return 2
+    lm = load_lm().to(a.device)
+    cfg = json.loads((ROOT / "assets" / "codec_tts" / "config.json").read_text())
+    T = a.temperature or texts["temperature"]
+    emb = (lm.head.weight if cfg.get("group_embeddings", "output") == "output" else lm.code.weight[: lm.bos])
+    emb = emb.detach().float().cpu().numpy()
+    thetas = [float(t) for t in a.thetas.split(",")]
+    lookaheads = [int(x) for x in a.lookaheads.split(",")]
+    groups = {t: AcousticGroups.cached(emb, t, inp / "asg") for t in thetas}
+    methods = _methods(thetas, lookaheads)
+    steps = {"sd": lambda x, p, q, rng: V.sd_step(x, p, q, rng),
+             "ssd": lambda x, p, q, rng: V.sd_step(x, p, q, rng, bias=0.3)}
+    out: dict = {"device": a.device, "device_name": torch.cuda.get_device_name() if a.device.startswith("cuda")
+                 else "cpu", "torch": torch.__version__, "temperature": T, "splits": {}}
+    codes: dict[str, np.ndarray] = {}
+    for split in ("val", "test"):
+        conds = _conditioning(z, split, len(texts[split]))
+        if conds:  # warm the device (kernels, allocator) on the first sentence, untimed
+            ar_generate(lm, conds[0][:32], np.random.default_rng(0), T)
+        agg = {m: {"tokens": 0, "seconds": 0.0, "rounds": 0, "drafted": 0, "accepted": 0, "target_passes": 0,
+                   "draft_passes": 0} for m in methods}
+        for i, c in enumerate(conds):
+            for m in methods:
+                rng = np.random.default_rng([a.seed, i])
+                if m == "ar":
+                    toks, st = ar_generate(lm, c, rng, T)
+                else:
+                    L = int(m.split("L")[1]) if m.startswith("pcg") else a.lookahead
+                    if m.startswith("pcg"):
+                        G = groups[float(m[3:].split("L")[0])]
+                        acc = lambda x, p, q, rng, G=G: V.pcg_step(x, p, q, G, rng)  # noqa: E731
+                    else:
+                        acc = steps[m]
+                    toks, st = speculative_generate(lm, c, rng, acc, L, T)
+                codes[f"{split}_{i}_{m}"] = toks.astype(np.int16)
+                for k in agg[m]:
+                    agg[m][k] += getattr(st, k)
+            print(f"{split} {i + 1}/{len(conds)}", flush=True)
+        for m, r in agg.items():
+            r["tokens_per_s"] = round(r["tokens"] / r["seconds"], 1)
+            r["speedup_vs_target"] = round(agg["ar"]["seconds"] / r["seconds"], 3)
+            r["acceptance_rate"] = round(r["accepted"] / r["drafted"], 4) if r["drafted"] else None
+            r["accepted_per_round"] = round(r["accepted"] / r["rounds"], 3) if r["rounds"] else None
+        out["splits"][split] = agg
+    from bench.tts_bench import verification_cost
+
+    longest = max(_conditioning(z, "test", len(texts["test"])), key=len)
+    out["verification_cost"] = verification_cost(lm, longest, backend="torch" if a.device != "cpu" else "onnx")
+    (inp / "run.json").write_text(json.dumps(out, indent=1))
+    np.savez_compressed(inp / "codes.npz", **codes)
+    print(json.dumps(out["splits"]["test"], indent=1))
+    print(f"wrote {inp / 'run.json'} and {inp / 'codes.npz'}")
+    return 0
+
+
+def score(a) -> int:
+    from bench.tts_bench import _scorer
+    from engine.config import load_config
+    from engine.speech.coarse_grained_sampling import CodecTTS
+
+    inp = Path(a.inputs)
+    res = json.loads((inp / "run.json").read_text())
+    texts = json.loads((inp / "texts.json").read_text())
+    z = np.load(inp / "codes.npz")
+    cfg = load_config()
+    tts = CodecTTS(cache_dir=cfg.cache_dir())
+    for split in ("val", "test"):
+        agg = res["splits"][split]
+        sc = _scorer(cfg, texts[split])
+        for m, r in agg.items():
+            audio = [tts.voice.decode(z[f"{split}_{i}_{m}"].astype(np.int64)) for i in range(len(texts[split]))]
+            r["wer"], r["cer"], _ = sc(audio)
+            print(split, m, "CER", r["cer"], "×", r["speedup_vs_target"], flush=True)
+    val = res["splits"]["val"]
+    pcg = [m for m in val if m.startswith("pcg")]
+    ok = [m for m in pcg if val[m]["cer"] <= val["ar"]["cer"] + 1.0]
+    chosen = max(ok or pcg, key=lambda m: val[m]["speedup_vs_target"])
+    report = {"benchmark": "tts", "device": res["device_name"], "torch": res["torch"],
+              "temperature": res["temperature"], "sentences": len(texts["test"]), "seed": a.seed,
+              "backend": "torch eager (CodecLMSession)",
+              "selection": {"sentences": len(texts["val"]), "rule": "fastest with CER <= target-only + 1",
+                            "chosen": chosen, "found_within_1_point": bool(ok), "grid": val},
+              "verification_cost": res["verification_cost"], "results": res["splits"]["test"],
+              "scored": time.strftime("%Y-%m-%d")}
+    slug = "".join(ch if ch.isalnum() else "-" for ch in res["device_name"].lower()).strip("-")
+    out = Path(a.out or ROOT / "bench" / "results" / f"tts_{slug}.json")
+    out.write_text(json.dumps(report, indent=1))
+    print(f"chosen {chosen}: × {res['splits']['test'][chosen]['speedup_vs_target']} on the test split; wrote {out}")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="specvoice bench gpu-codec-tts", description=__doc__.split("\n\n")[0])
+    ap.add_argument("step", choices=["prepare", "run", "score"])
+    ap.add_argument("--n", type=int, default=40, help="prepare: test sentences")
+    ap.add_argument("--val", type=int, default=10, help="prepare: validation sentences (after the test ones)")
+    ap.add_argument("--out", default=None, help="prepare: the folder to write; score: the result JSON")
+    ap.add_argument("--inputs", default="out/gpu_codec_tts", help="run, score: the folder prepare wrote")
+    ap.add_argument("--device", default="cuda", help="run: where the codec LM runs (cuda, cuda:1, cpu)")
+    ap.add_argument("--thetas", default=",".join(map(str, GRID_THETAS)))
+    ap.add_argument("--lookaheads", default=",".join(map(str, GRID_LOOKAHEADS)))
+    ap.add_argument("--lookahead", type=int, default=3, help="run: L_d of exact SD and SSD")
+    ap.add_argument("--temperature", type=float, default=None, help="run: default the model's")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    if a.step == "prepare":
+        a.out = a.out or "out/gpu_codec_tts"
+        return prepare(a)
+    return run(a) if a.step == "run" else score(a)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
