@@ -76,7 +76,7 @@ def run(a) -> int:
 
     from engine.core import verify as V
     from engine.speech.coarse_grained_sampling import AcousticGroups, ar_generate, speculative_generate
-    from tts.codec_lm import load_lm
+    from tts.codec_lm import code_embeddings, load_lm
 
     inp = Path(a.inputs)
     texts = json.loads((inp / "texts.json").read_text())
@@ -87,8 +87,7 @@ def run(a) -> int:
     lm = load_lm().to(a.device)
     cfg = json.loads((ROOT / "assets" / "codec_tts" / "config.json").read_text())
     T = a.temperature or texts["temperature"]
-    emb = (lm.head.weight if cfg.get("group_embeddings", "output") == "output" else lm.code.weight[: lm.bos])
-    emb = emb.detach().float().cpu().numpy()
+    emb = code_embeddings(lm, cfg)
     thetas = [float(t) for t in a.thetas.split(",")]
     lookaheads = [int(x) for x in a.lookaheads.split(",")]
     groups = {t: AcousticGroups.cached(emb, t, inp / "asg") for t in thetas}
@@ -98,8 +97,8 @@ def run(a) -> int:
     out: dict = {"device": a.device, "device_name": torch.cuda.get_device_name() if a.device.startswith("cuda")
                  else "cpu", "torch": torch.__version__, "temperature": T, "splits": {}}
     codes: dict[str, np.ndarray] = {}
-    for split in ("val", "test"):
-        conds = _conditioning(z, split, len(texts[split]))
+    conds_of = {split: _conditioning(z, split, len(texts[split])) for split in ("val", "test")}
+    for split, conds in conds_of.items():
         if conds:  # warm the device (kernels, allocator) on the first sentence, untimed
             ar_generate(lm, conds[0][:32], np.random.default_rng(0), T)
         agg = {m: {"tokens": 0, "seconds": 0.0, "rounds": 0, "drafted": 0, "accepted": 0, "target_passes": 0,
@@ -129,7 +128,7 @@ def run(a) -> int:
         out["splits"][split] = agg
     from bench.tts_bench import verification_cost
 
-    longest = max(_conditioning(z, "test", len(texts["test"])), key=len)
+    longest = max(conds_of["test"], key=len)
     out["verification_cost"] = verification_cost(lm, longest, backend="torch" if a.device != "cpu" else "onnx")
     (inp / "run.json").write_text(json.dumps(out, indent=1))
     np.savez_compressed(inp / "codes.npz", **codes)

@@ -53,14 +53,10 @@ def utterances(vad: StreamingVAD, audio: np.ndarray, block: int = 1600) -> list[
 
 def speech_covered(spans: list[tuple[float, float]], segments: list[dict], n: int) -> float:
     """Share of the 32 ms chunks inside the reference ``segments`` that the utterance ``spans`` cover."""
-    t = (np.arange(n // CHUNK) + 0.5) * CHUNK / SR
-    speech = np.zeros(len(t), bool)
-    covered = np.zeros(len(t), bool)
-    for s in segments:
-        speech |= (t >= s["start"]) & (t < s["end"])
-    for a, b in spans:
-        covered |= (t >= a) & (t < b)
-    return float((speech & covered).sum() / speech.sum())
+    from bench.vad_gate import chunk_mask
+
+    speech = chunk_mask(segments, n)
+    return float((speech & chunk_mask(spans, n)).sum() / speech.sum())
 
 
 def test_telephone_band_speech_is_heard(vad_path, fallback_kw):

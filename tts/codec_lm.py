@@ -146,6 +146,26 @@ def CodecLM(**kw):  # noqa: N802 - factory keeps torch out of import time
     return build_modules()(**kw)
 
 
+def code_embeddings(lm, config: dict) -> np.ndarray:
+    """Emb_q for PCG's Eq. 1, float32 (n_codes, d): the table ``config`` (config.json) names in
+    ``group_embeddings`` — the target's input code embeddings ("input") or its output embeddings, the head's rows
+    ("output", the default) — chosen at training time as the one whose groups at θ = 0.42 are non-trivial
+    (engine.training.codec_tts ``calibrate``)."""
+    if config.get("group_embeddings", "output") == "input":
+        return lm.code.weight[: lm.bos].detach().float().cpu().numpy()
+    return lm.head.weight.detach().float().cpu().numpy()
+
+
+def cond_embedding(lm, cond: np.ndarray):
+    """:meth:`CodecLM.cond_embed` of one utterance's frame conditioning (float32 (n_frames, 385)), on the module's
+    device and dtype: torch tensor (1, n_frames, d), computed once per utterance by the sessions."""
+    torch = _torch()
+    p = next(lm.parameters())
+    with torch.inference_mode():
+        c = torch.from_numpy(np.ascontiguousarray(cond, np.float32)).to(p.device)
+        return lm.cond_embed(c[None].to(p.dtype))
+
+
 def load_lm(path: str | Path | None = None, dtype=None):
     """The target + draft from ``path``/lm.safetensors (fp16 on disk) with the architecture in config.json.
 
@@ -351,18 +371,12 @@ class CodecLMRuntime:
         self.lm = lm
         self.threads = threads
         self._sessions: dict = {}
-        self.n_layers = {False: len(lm.blocks), True: lm.draft_layers}
         self.heads = lm.blocks[0].h
         self.d = lm.code.weight.shape[1]
         self.n_codes = int(lm.bos)
         self.draft_layers = lm.draft_layers
         self.session(False)
         self.session(True)
-
-    @property
-    def sessions(self) -> dict:
-        """{False: the target's session, True: the draft's} (the protocol's passes, without sampling)."""
-        return {False: self.session(False), True: self.session(True)}
 
     def session(self, part, sample: bool = False):
         """The ``onnxruntime.InferenceSession`` of ``part`` ("target", "draft"; True/False = draft/target)."""
@@ -424,7 +438,6 @@ class CodecLMSession:
     """
 
     def __init__(self, lm, cond: np.ndarray, draft: bool = False, backend: str | None = None, threads: int = 1):
-        torch = _torch()
         self.device = next(lm.parameters()).device
         if backend is None:
             backend = "onnx" if self.device.type == "cpu" else "torch"
@@ -436,9 +449,7 @@ class CodecLMSession:
         self.backend = backend
         n = lm.draft_layers if draft else len(lm.blocks)
         cap = self.n_frames + 1
-        with torch.inference_mode():  # the conditioning embedding of every frame, once per utterance
-            c = torch.from_numpy(np.ascontiguousarray(cond, np.float32)).to(self.device)
-            self.ce = lm.cond_embed(c[None].to(next(lm.parameters()).dtype))  # (1, n_frames, d)
+        self.ce = cond_embedding(lm, cond)  # (1, n_frames, d): every frame's conditioning, once per utterance
         if backend == "onnx":
             rt = runtime_for(lm, threads)
             self.runtime = rt
@@ -446,7 +457,7 @@ class CodecLMSession:
             self._ce = np.ascontiguousarray(self.ce.float().cpu().numpy())  # (1, n_frames, d)
             self._kv = [np.zeros((1, rt.heads, cap, rt.d // rt.heads), np.float32) for _ in range(2 * n)]
             self._logits = np.empty((1, cap, rt.n_codes), np.float32)
-            self._io = io = rt.session(draft).io_binding()
+            self._io = io = self._sess.io_binding()
             for i in range(n):
                 for j, kv in enumerate("kv"):
                     buf = self._kv[2 * i + j]
@@ -535,27 +546,22 @@ class SelfSpeculativeSession:
     MAX_DRAFTS = 15
 
     def __init__(self, lm, cond: np.ndarray, temperature: float, rng: np.random.Generator, threads: int = 1):
-        torch = _torch()
-        self._rt = rt = runtime_for(lm, threads)
+        rt = runtime_for(lm, threads)
         self.rng = rng
         self.n_frames = len(cond)
         self.V = rt.n_codes
-        d = rt.d
         cap = self.n_frames + 1
-        with torch.inference_mode():
-            ce = lm.cond_embed(torch.from_numpy(np.ascontiguousarray(cond, np.float32))[None].to(
-                next(lm.parameters()).dtype))
-        self._ce = np.ascontiguousarray(ce.float().cpu().numpy())  # (1, n_frames, d)
-        self._kv = [np.zeros((1, rt.heads, cap, d // rt.heads), np.float32) for _ in range(2 * len(lm.blocks))]
+        self._ce = np.ascontiguousarray(cond_embedding(lm, cond).float().cpu().numpy())  # (1, n_frames, d)
+        self._kv = [np.zeros((1, rt.heads, cap, rt.d // rt.heads), np.float32) for _ in range(2 * len(lm.blocks))]
         self._layers = {"target": len(lm.blocks), "draft": rt.draft_layers}
-        for part in PARTS:  # built now, not inside the first timed pass
-            rt.session(part, sample=True)
+        # built now, not inside the first timed pass
+        self._sess = {part: rt.session(part, sample=True) for part in PARTS}
         # inputs shared by every binding, updated in place (OrtValues over these arrays)
         self._shared = {"seqlens_k": np.zeros(1, np.int32), "total_len": np.zeros((), np.int32),
                         "temperature": np.array(temperature, np.float32), "uniform": np.zeros(1, np.float32)}
         self._token = np.zeros((1, 1), np.int64)
         self._draft_probs = np.empty((self.MAX_DRAFTS, self.V), np.float32)
-        self._bind: dict = {}  # (part, T) → (io, x, ce, probs)
+        self._bind: dict = {}  # (part, T) → (io, x, ce, probs, arrays and OrtValues the binding points at)
         self.n = 0
         self._nd = 0  # drafts fed in this round
         self.n_target = self.n_draft = 0
@@ -568,7 +574,7 @@ class SelfSpeculativeSession:
         if key not in self._bind:
             import onnxruntime as ort
 
-            io = self._rt.session(part, sample=True).io_binding()
+            io = self._sess[part].io_binding()
             for i in range(self._layers[part]):
                 for j, kv in enumerate("kv"):
                     buf = self._kv[2 * i + j]
@@ -582,7 +588,7 @@ class SelfSpeculativeSession:
                 io.bind_ortvalue_input(name, v)
             for name, arr in (("logits", logits), ("probs", probs), ("token", self._token)):
                 io.bind_output(name, "cpu", 0, arr.dtype, arr.shape, arr.ctypes.data)
-            self._bind[key] = (io, x, ce, probs, logits, values)
+            self._bind[key] = (io, x, ce, probs, (logits, values))
         return self._bind[key]
 
     def _run(self, part: str, tokens, pos: int) -> tuple[np.ndarray, int]:
@@ -593,13 +599,13 @@ class SelfSpeculativeSession:
         if S > self.n_frames:
             raise ValueError("a pass past the end of the utterance's frames")
         t0 = time.perf_counter()
-        io, x, ce, probs = self._binding(part, T)[:4]
+        io, x, ce, probs, _ = self._binding(part, T)
         x[0] = tokens
         ce[0] = self._ce[0, pos:S]
         self._shared["seqlens_k"][0] = S - 1
         self._shared["total_len"][...] = S
         self._shared["uniform"][0] = self.rng.random()
-        self._rt.session(part, sample=True).run_with_iobinding(io)
+        self._sess[part].run_with_iobinding(io)
         pt = self.pass_time[part].setdefault(T, [0, 0.0])
         pt[0] += 1
         pt[1] += time.perf_counter() - t0
@@ -723,9 +729,5 @@ class CodecVoice:
         return self.codec.decode(tokens, self.parts)
 
     def code_embeddings(self) -> np.ndarray:
-        """Emb_q for PCG's Eq. 1, float32 (n_codes, d): the table config.json's ``group_embeddings`` names — the
-        target's input code embeddings ("input") or its output embeddings, the head's rows ("output") — chosen at
-        training time as the one whose groups at θ = 0.42 are non-trivial (engine.training.codec_tts ``groups``)."""
-        if self.config.get("group_embeddings", "output") == "input":
-            return self.lm.code.weight[: self.lm.bos].detach().float().cpu().numpy()
-        return self.lm.head.weight.detach().float().cpu().numpy()
+        """Emb_q for PCG's Eq. 1 (:func:`code_embeddings` of this voice's LM and config)."""
+        return code_embeddings(self.lm, self.config)

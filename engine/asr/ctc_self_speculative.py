@@ -31,15 +31,11 @@ from engine.core import verify as V
 from engine.asr.whisper_ct2 import CT2WhisperDecoder
 from engine.asr.ctc_draft import CTCDraft
 from engine.core.events import Word
-from engine.asr.streaming import SAMPLE_RATE, BackendResult
+from engine.asr.streaming import SAMPLE_RATE, BackendResult, _key
 from engine.asr.tokenizer import repair_model_tokenizer
 from engine.asr.window import DecodeGuard, WindowPolicy, log_mel, skipped_regions, split_point
 
 PRESETS = {"high_accuracy": (0.7, 0.2), "high_rtfx": (3.0, 0.1)}
-
-
-def _word_key(text: str) -> str:
-    return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
 def echoes_prompt(words, prompt: str) -> bool:
@@ -47,10 +43,10 @@ def echoes_prompt(words, prompt: str) -> bool:
     60 % of them in one run of words the prompt also has. Whisper, prompted with the text before a stretch of audio
     it is unsure of (babble, a mumble), can answer with that text again; such a decode is the prompt's echo, not the
     stretch's words."""
-    new = [k for k in (_word_key(w.text) for w in words) if k]
+    new = [k for k in (_key(w.text) for w in words) if k]
     if len(new) < 2:
         return False
-    old = [k for k in (_word_key(t) for t in prompt.split()) if k]
+    old = [k for k in (_key(t) for t in prompt.split()) if k]
     m = difflib.SequenceMatcher(None, old, new, autojunk=False).find_longest_match(0, len(old), 0, len(new))
     return m.size >= 2 and m.size >= 0.6 * len(new)
 

@@ -207,9 +207,8 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
     is one target pass over the L_d drafts plus the token before them (a single ONNX Runtime call, no Python per
     token); the L_d + 1 target distributions are one vectorised softmax.
 
-    On the CPU the rounds run on :class:`tts.codec_lm.SelfSpeculativeSession`: draws inside the graphs, and the
-    verification resumes from the draft's hidden states, sharing the KV cache of the layers the draft and target
-    have in common (the draft's layers are not computed twice). On a GPU, two sessions of the torch module.
+    On the CPU the rounds run on :class:`tts.codec_lm.SelfSpeculativeSession` (draws inside the graphs, one ORT call
+    per pass, one KV cache for the layers the draft and target share); on a GPU, two sessions of the torch module.
 
     Returns:
         (int64 codes (n_frames,), stats: rounds, drafted, accepted, accepted_lengths, target/draft passes, and
@@ -249,20 +248,26 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
         t_inputs += feed + xs
         t_ok = len(ctx)
         qs = V.softmax(rows[len(feed) - 1 :], temperature)  # qs[j]: target distribution of position len(out) + j
-        acc = 0
-        for j in range(L):
-            r = accept(xs[j], ps[j], qs[j], rng)
-            ctx.append(r.token)
-            if not r.accepted:
-                break
-            acc += 1
-        else:
-            ctx.append(V.sample_categorical(qs[L], rng))
+        acc = _accept_drafts(ctx, xs, ps, qs, accept, rng, lambda: V.sample_categorical(qs[L], rng))
         st.record(L, acc)
     st.tokens = n
     st.target_passes, st.draft_passes = tgt.n_forward, dft.n_forward
     st.seconds = time.perf_counter() - t0
     return np.asarray(ctx[1 : n + 1], np.int64), _pass_stats(st, target=tgt, draft=dft)
+
+
+def _accept_drafts(ctx: list[int], xs, ps, qs, accept, rng, bonus) -> int:
+    """One round's decisions (Algorithm 1): ``accept`` each draft ``xs[j]`` in turn given its draft and target
+    distributions ``ps[j]``, ``qs[j]``, appending to ``ctx`` the emitted token (the draft, or the step's token at the
+    first rejection, which ends the round); when every draft is accepted, ``bonus()`` (a draw from ``qs[L]``) is
+    appended too. Returns the number of drafts accepted."""
+    for j, x in enumerate(xs):
+        r = accept(x, ps[j], qs[j], rng)
+        ctx.append(r.token)
+        if not r.accepted:
+            return j
+    ctx.append(bonus())
+    return len(xs)
 
 
 def _self_speculative_generate(lm, cond, rng, accept, lookahead, temperature, threads):
@@ -283,15 +288,7 @@ def _self_speculative_generate(lm, cond, rng, accept, lookahead, temperature, th
             xs.append(tok)
             ps.append(p)
         qs, bonus = s.verify(ctx[-1], xs)
-        acc = 0
-        for j in range(L):
-            r = accept(xs[j], ps[j], qs[j], rng)
-            ctx.append(r.token)
-            if not r.accepted:
-                break
-            acc += 1
-        else:
-            ctx.append(bonus)
+        acc = _accept_drafts(ctx, xs, ps, qs, accept, rng, lambda: bonus)
         s.commit(acc)
         st.record(L, acc)
     st.tokens = n
