@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import platform
@@ -104,11 +105,13 @@ METHODS: dict[str, dict] = {
     "ar_trim_committed": {"asr": {"method": "ar", "trim_latest": False}},
     # a trimmed buffer starts at its cut, without the audio of the words before it
     "ar_no_overlap": {"asr": {"method": "ar", "trim_overlap_s": 0.0}},
+    # the acoustic context's text forced as the prefix of the decodes that hear its audio, not dropped by time
+    "ar_context_prefix": {"asr": {"method": "ar", "context_prefix": True}},
 }
 DEFAULT_METHODS = ["ar", "ar_final_beam5", "ar_piece20", "ar_trim_committed", "ar_no_overlap", "ssd",
                    "ssd_lossless", "specasr", "ar_padded"]
 BASELINE = "ar_padded"
-AR_OF = {"ar_no_overlap": "ar", "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar", "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
+AR_OF = {"ar_no_overlap": "ar", "ar_context_prefix": "ar", "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar", "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
 
 
 # --------------------------------------------------------------------------------------------------------- metrics
@@ -228,29 +231,25 @@ def _rel(p: Path) -> str:
 
 # --------------------------------------------------------------------------------------------------------- running
 class RecordingBackend:
-    """The ASR backend with every decode's stats recorded (same ``transcribe(audio, prompt)``, ``name`` and, where
-    the backend has one, ``transcribe_final(audio, prompt[, draft])``)."""
+    """The ASR backend with every decode's stats recorded: the same ``name``, ``transcribe`` and, where the backend
+    has one, ``transcribe_final``, with the same signatures."""
 
     def __init__(self, inner):
-        import inspect
-
         self.inner = inner
         self.name = inner.name
         self.records: list[dict] = []
+        # the same signatures as the inner methods (the transcriber passes draft, language and prefix where taken)
+        self.transcribe = self._recording(inner.transcribe)
         final = getattr(inner, "transcribe_final", None)
         if final is not None:
-            if "draft" in inspect.signature(final).parameters:
-                self.transcribe_final = lambda audio, prompt="", draft="": self._record(final, audio, prompt,
-                                                                                          draft=draft)
-            else:
-                self.transcribe_final = lambda audio, prompt="": self._record(final, audio, prompt)
-        # asr.language = "auto": the transcriber passes each decode's language (SessionLanguage) where it is taken
-        if "language" in inspect.signature(inner.transcribe).parameters:
-            self.transcribe = lambda audio, prompt="", language=None: self._record(inner.transcribe, audio, prompt,
-                                                                                   language=language)
-        if final is not None and "language" in inspect.signature(final).parameters:
-            self.transcribe_final = lambda audio, prompt="", draft="", language=None: self._record(
-                final, audio, prompt, language=language, **({"draft": draft} if draft else {}))
+            self.transcribe_final = self._recording(final)
+
+    def _recording(self, fn):
+        @functools.wraps(fn)
+        def decode(audio, prompt="", **kw):
+            return self._record(fn, audio, prompt, **kw)
+
+        return decode
 
     def _record(self, fn, audio, prompt: str, **kw):
         t0 = time.perf_counter()
@@ -259,9 +258,6 @@ class RecordingBackend:
         rec.update(res.stats)
         self.records.append(rec)
         return res
-
-    def transcribe(self, audio, prompt: str = ""):
-        return self._record(self.inner.transcribe, audio, prompt)
 
     def __getattr__(self, k):
         return getattr(self.inner, k)

@@ -323,6 +323,13 @@ class AsrConfig:
                                         "the head of the buffer as acoustic context (its words are not emitted "
                                         "again); 0 = every utterance is decoded on its own audio. Not used with "
                                         "language auto (each utterance's language is identified on its own audio).")
+    # no closer to offline Whisper than dropping the context's words by time on development conversations (better
+    # against the text, worse against offline beam 5, and not on every seed): off by default
+    context_prefix: bool = setting(False, label="Context text as a forced prefix",
+                                   help="With acoustic context: the previous utterance's text is forced as the "
+                                        "first words of every decode that hears its audio, and the decode goes on "
+                                        "after them (as in one long-form window); off: the decodes transcribe the "
+                                        "context again and its words are dropped by their times.")
     final_full: bool = setting(True, label="Final text from the whole utterance",
                                help="On: at the end of speech the words still in the buffer come from the latest "
                                     "decode of the whole utterance (it sees all of it); off: whisper_streaming's "

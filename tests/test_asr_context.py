@@ -230,7 +230,8 @@ def test_the_journal_and_the_exports_show_the_revised_text(tmp_path: Path):
 
 
 class _Recording:
-    """Passes every decode to ``inner`` and notes (the utterance being decoded, seconds of audio decoded)."""
+    """Passes every decode to ``inner`` and notes (the utterance being decoded, seconds of audio decoded, the forced
+    prefix)."""
 
     def __init__(self, inner, log, current):
         self.inner, self.log, self.current = inner, log, current
@@ -244,16 +245,19 @@ class _Recording:
 
         @functools.wraps(v)
         def decode(audio, *a, **k):
-            self.log.append((self.current[0], len(audio) / 16000))
+            self.log.append((self.current[0], len(audio) / 16000, k.get("prefix", "")))
             return v(audio, *a, **k)
 
         return decode
 
 
-def test_an_utterance_after_a_hesitation_is_decoded_after_the_previous_ones_audio_and_emits_only_its_own_words(rt):
+@pytest.mark.parametrize("context_prefix", [False, True])
+def test_an_utterance_after_a_hesitation_is_decoded_after_the_previous_ones_audio_and_emits_only_its_own_words(
+        rt, context_prefix):
     """By default (``asr.context_gap_s``) the utterance after a short pause keeps the previous utterance's audio at
     the head of its buffer: Whisper hears the sentence's first half while it decodes the second (as an offline
-    decode does), and only the new words are emitted."""
+    decode does), and only the new words are emitted: the context's words are dropped by time, or, with
+    ``asr.context_prefix``, never decoded again (the context's text is the decodes' forced prefix)."""
     from audio.io import load_audio
     from audio.sources import FileSource
     from engine.core.events import SpeechStarted
@@ -269,7 +273,8 @@ def test_an_utterance_after_a_hesitation_is_decoded_after_the_previous_ones_audi
             current[0] = ev.utterance
         evs.append(ev)
 
-    rt.cfg = dataclasses.replace(cfg, asr=dataclasses.replace(cfg.asr, revise_max_s=0.0))  # the finals only
+    rt.cfg = dataclasses.replace(cfg, asr=dataclasses.replace(cfg.asr, revise_max_s=0.0,  # the finals only
+                                                              context_prefix=context_prefix))
     try:
         st = rt.transcriber(FileSource(HESITATION, realtime=False), emit)
     finally:
@@ -281,12 +286,29 @@ def test_an_utterance_after_a_hesitation_is_decoded_after_the_previous_ones_audi
     first, second = finals
     assert 0 < second.t_start - first.t_end < rt.cfg.asr.context_gap_s
     # the second utterance's decodes hear the first's audio too (the buffer starts where the first did)
-    heard = max(s for u, s in log if u == second.utterance)
+    heard = max(s for u, s, _ in log if u == second.utterance)
     assert heard >= second.t_end - first.t_start - 0.3, (heard, first.t_start, second.t_end)
+    # ... after the first's text, forced as their prefix (Whisper goes on after those words), or without a prefix
+    assert {_norm(p) for u, s, p in log if u == second.utterance and s > second.t_end - second.t_start + 0.3} \
+        == {_norm(first.text) if context_prefix else ""}
     # ... and it emits only its own words, timed after the pause
     assert all(w.start >= first.t_end - 0.3 for w in second.words), second.words
     offline = "".join(w.text for w in rt.revise_backend().transcribe(load_audio(HESITATION), "").words)
     assert _wer(offline, first.text + " " + second.text) <= 0.1, (offline, first.text, second.text)
+
+
+def test_a_forced_prefix_decode_returns_only_the_words_after_it_timed_after_it(rt, jfk_audio):
+    """The backend's ``prefix``: the text of the words the audio begins with is forced as the decoder's first
+    tokens; the decode gives the rest of the sentence, timed where it is spoken, and not the prefix's words."""
+    be = rt.asr_backend()
+    whole = be.transcribe(jfk_audio, "").words
+    k = next(i for i, w in enumerate(whole) if "Americans" in w.text) + 1  # "And so my fellow Americans,"
+    prefix = "".join(w.text for w in whole[:k]).strip()
+    rest = be.transcribe(jfk_audio, "", prefix=prefix)
+    assert not rest.stats["doubtful"]
+    assert _wer("".join(w.text for w in whole[k:]), "".join(w.text for w in rest.words)) <= 0.1, rest.words
+    assert rest.words[0].start >= whole[k - 1].end - 0.3, (rest.words[0], whole[k - 1])
+    assert "Americans" not in "".join(w.text for w in rest.words)
 
 
 def test_no_acoustic_context_under_language_auto_so_each_utterance_is_identified_on_its_own_audio(rt):

@@ -24,6 +24,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -359,17 +360,23 @@ class WhisperSSD:
             seq = [tok.sot_prev] + prev[-223:]
         return seq + list(tok.sot_sequence) + [tok.no_timestamps]
 
-    def words(self, tokens: list[int], sv, n_samples: int, language: str | None = None) -> list[Word]:
+    def words(self, tokens: list[int], sv, n_samples: int, language: str | None = None,
+              forced: Sequence[int] = ()) -> list[Word]:
         """Word timestamps (s, relative to the window) by cross-attention DTW (CTranslate2 ``align``, the same
-        path faster-whisper's ``word_timestamps`` uses), for tokens decoded in ``language`` (default this model's)."""
+        path faster-whisper's ``word_timestamps`` uses), for tokens decoded in ``language`` (default this model's).
+        ``forced``: text tokens forced before ``tokens`` (a decode's ``prefix``): aligned with them, so that
+        ``tokens`` get their times after the words the audio begins with, and not returned."""
         if not tokens:
             return []
         from faster_whisper.transcribe import merge_punctuations
 
-        al = self.fw.find_alignment(self.tokenizer(language), [tokens], sv, n_samples // 160)[0]
+        forced = list(forced)
+        al = self.fw.find_alignment(self.tokenizer(language), [forced + list(tokens)], sv, n_samples // 160)[0]
+        starts = np.cumsum([0] + [len(a["tokens"]) for a in al])[:-1]
         # as faster-whisper's word_timestamps: punctuation joins its word (no "." word with its own time)
         merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
-        return [Word(float(a["start"]), float(a["end"]), a["word"]) for a in al if a["word"]]
+        return [Word(float(a["start"]), float(a["end"]), a["word"]) for a, i in zip(al, starts)
+                if a["word"] and i >= len(forced)]
 
 
 def transcribe_in_pieces(backend, audio: np.ndarray, prompt: str, max_s: float, **kw) -> BackendResult:
@@ -378,9 +385,10 @@ def transcribe_in_pieces(backend, audio: np.ndarray, prompt: str, max_s: float, 
     again if needed) prompted with the text so far (``kw``: more arguments of every ``transcribe``). Word times are
     relative to the start of ``audio``; numeric stats are summed, ``pieces`` counts the windows."""
     cut = split_point(audio, max_s)
-    first = backend.transcribe(audio[:cut], prompt, **kw)
+    prefix = kw.pop("prefix", "")
+    first = backend.transcribe(audio[:cut], prompt, **kw, **({"prefix": prefix} if prefix else {}))
     text = "".join(w.text for w in first.words).strip()
-    rest = backend.transcribe(audio[cut:], (prompt + " " + text).strip()[-400:], **kw)
+    rest = backend.transcribe(audio[cut:], (prompt + " " + prefix + " " + text).strip()[-400:], **kw)
     off = cut / SAMPLE_RATE
     words = list(first.words) + [Word(w.start + off, w.end + off, w.text) for w in rest.words]
     stats = {k: (v + rest.stats.get(k, 0) if isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -521,7 +529,7 @@ class SSDCT2Backend:
         return [Word(a["start"], a["end"], a["word"]) for a in al if a["word"]]
 
     def transcribe_final(self, audio: np.ndarray, prompt: str = "", draft: str = "",
-                         language=None) -> BackendResult:
+                         language=None, prefix: str = "") -> BackendResult:
         """:meth:`transcribe` for the decode that gives an utterance's final text (the streaming processor calls it
         at a VAD pause and at the end of speech): plain AR decodes it with beam search of width
         ``final_beam_size`` (``asr.final_beam_size``); SSD decodes it as any other update.
@@ -529,21 +537,24 @@ class SSDCT2Backend:
         ``draft``: text the caller expects (the streaming hypothesis of a whole utterance): verified in one
         decoder pass and accepted by :func:`engine.core.verify.majority_accepted`, then greedy decoding continues from
         the accepted prefix, so the text is exactly greedy decoding's (for every method: the final decode of a
-        whole utterance does not use SSD's relaxed τ_SLM); ignored under beam search. ``language``: as in
-        :meth:`transcribe`."""
+        whole utterance does not use SSD's relaxed τ_SLM); ignored under beam search. ``language``, ``prefix``: as
+        in :meth:`transcribe`."""
         beam = self.final_beam_size if not self.speculate and self.final_beam_size > 1 else None
         if draft.strip() and beam is None:
-            return self.transcribe(audio, prompt, draft=draft, language=language)
-        return self.transcribe(audio, prompt, beam_size=beam, language=language)
+            return self.transcribe(audio, prompt, draft=draft, language=language, prefix=prefix)
+        return self.transcribe(audio, prompt, beam_size=beam, language=language, prefix=prefix)
 
     def transcribe(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None,
-                   draft: str | None = None, language=None) -> BackendResult:
+                   draft: str | None = None, language=None, prefix: str = "") -> BackendResult:
         """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt`` (``beam_size``: this decode's
         beam width for plain AR, default ``self.beam_size``; ``draft``: see :meth:`transcribe_final`, no CTC
         draft then; ``language``: None = the model's ``asr.language``, an ISO 639-1 code, or a callable
         ``choose(probs, audio_s) -> code`` that picks it from the language identified on this window's encoder
         output (:meth:`WhisperSSD.language_for`); every re-decode of the window keeps the language picked, and a
-        window not in English is never drafted by the CTC head, which was trained on English).
+        window not in English is never drafted by the CTC head, which was trained on English). ``prefix``: the text
+        of the words the audio begins with (an earlier utterance kept as acoustic context), forced as the decoder's
+        first text tokens, as in one long-form window where Whisper has already written them: the decode continues
+        after them, its words are only the new ones, and no word of the context is decoded again.
 
         The encoder sees the audio in a window of ``self.window`` (length-scaled by default); the decode passes
         :attr:`guard` or is redone greedily on the padded 30 s window, and, when the best decode so far collapsed
@@ -563,16 +574,17 @@ class SSDCT2Backend:
         """
         audio = np.asarray(audio, np.float32)
         if len(audio) > self.window.max_audio_s * SAMPLE_RATE:
-            return self._transcribe_long(audio, prompt, language)
+            return self._transcribe_long(audio, prompt, language, prefix)
         n = len(audio)
         audio_s = n / SAMPLE_RATE
         if prompt and prompt == self._bad_prompt:
             prompt = ""  # the buffer's earlier decodes collapsed under this prompt: it is not tried again
         if draft is not None:
-            r = self._decode_window(audio, prompt, self.window.n_frames(n), False, draft_text=draft, language=language)
+            r = self._decode_window(audio, prompt, self.window.n_frames(n), False, draft_text=draft, language=language,
+                                    prefix=prefix)
         else:
             r = self._decode_window(audio, prompt, self.window.n_frames(n), self.speculate, beam_size,
-                                    language=language)
+                                    language=language, prefix=prefix)
         lang = r.stats.get("language")
         if not self.m.prompt_fits(language, lang):
             prompt = ""  # nor for its re-decodes
@@ -593,7 +605,7 @@ class SSDCT2Backend:
         for p_retry, reset in retries:
             if reset and not collapsed(verdict, r):
                 break  # no collapse (babble, music, a loop): the prompt is not to blame
-            r2 = self._decode_window(audio, p_retry, 3000, False, language=lang)
+            r2 = self._decode_window(audio, p_retry, 3000, False, language=lang, prefix=prefix)
             stats["fallback"] += 1
             stats["prompt_reset"] = stats.get("prompt_reset", 0) + reset
             for k in ("encode_s", "decode_s", "align_s", "n_forward"):
@@ -611,9 +623,9 @@ class SSDCT2Backend:
         elif verdict.reason in ("cap", "loop", "compression"):
             toks = self.guard.cut(r.tokens, audio_s)
             r = _WindowDecode(toks, self.m.tok.decode(toks).strip(), None, r.sv, r.stats, r.avg_logprob,
-                              r.no_speech_prob)
+                              r.no_speech_prob, r.forced)
         t3 = time.perf_counter()
-        words = r.words if r.words is not None else self.m.words(r.tokens, r.sv, n, lang)
+        words = r.words if r.words is not None else self.m.words(r.tokens, r.sv, n, lang, r.forced)
         stats["align_s"] = round(stats.get("align_s", 0.0) + time.perf_counter() - t3, 4)
         stats["tokens"] = len(r.tokens)
         stats["pieces"] = 1
@@ -621,18 +633,23 @@ class SSDCT2Backend:
         confident = verdict.ok and (r.avg_logprob is None or r.avg_logprob >= self.guard.logprob)
         stats["doubtful"] = not confident
         if self.redecode_gaps and words and confident:  # not on doubtful windows (babble, music): nothing to find
-            words = self._fill_skipped(audio, words, prompt, stats)
+            words = self._fill_skipped(audio, words, prompt, stats, after=prefix)
         self._prev = (audio[:1600].tobytes(), n, "".join(w.text for w in words).strip())
         return BackendResult(words, segment_ends(words), stats)
 
-    def _fill_skipped(self, audio: np.ndarray, words: list[Word], prompt: str, stats: dict) -> list[Word]:
+    def _fill_skipped(self, audio: np.ndarray, words: list[Word], prompt: str, stats: dict,
+                      after: str = "") -> list[Word]:
         """Whisper can skip a whole sentence (no word, or one stretched word, over seconds of loud audio): decode
         such a stretch alone, greedily, prompted with the words before it, and put its words in place (at most two
-        per window; :func:`engine.asr.window.skipped_regions`)."""
-        regions = skipped_regions(audio, words)[:2]
-        for a, b, k in reversed(regions):  # from the end, so earlier indices stay valid
+        per window; :func:`engine.asr.window.skipped_regions`). ``after``: the text of a forced prefix (the
+        acoustic context the audio begins with, whose words are not in ``words``): only stretches after the first
+        word are looked at."""
+        regions = skipped_regions(audio, words)
+        if after.strip():
+            regions = [(a, b, k) for a, b, k in regions if words and a >= words[0].start - 1e-6]
+        for a, b, k in reversed(regions[:2]):  # from the end, so earlier indices stay valid
             i = k if k is not None else sum(1 for w in words if w.end <= a + 1e-6)
-            before = (prompt + "".join(w.text for w in words[:i])).strip()[-400:]
+            before = (prompt + " " + after.strip() + "".join(w.text for w in words[:i])).strip()[-400:]
             lo, hi = int(a * SAMPLE_RATE), int(b * SAMPLE_RATE)
             r = self._decode_window(audio[lo:hi], before, self.window.n_frames(hi - lo), False,
                                     language=stats.get("language"))
@@ -650,19 +667,19 @@ class SSDCT2Backend:
             words = words[:i] + new + words[i + (k is not None):]  # a stretched word is replaced
         return words
 
-    def _transcribe_long(self, audio: np.ndarray, prompt: str, language=None) -> BackendResult:
+    def _transcribe_long(self, audio: np.ndarray, prompt: str, language=None, prefix: str = "") -> BackendResult:
         self._prev = None  # the pieces start differently from the growing buffer
-        res = transcribe_in_pieces(self, audio, prompt, self.window.max_audio_s, language=language)
+        res = transcribe_in_pieces(self, audio, prompt, self.window.max_audio_s, language=language, prefix=prefix)
         self._prev = None  # ... and so does the next update's buffer from the last piece
         return res
 
     def _decode_window(self, audio: np.ndarray, prompt: str, n_frames: int, speculate: bool,
                        beam_size: int | None = None, draft_text: str | None = None,
-                       language=None) -> "_WindowDecode":
+                       language=None, prefix: str = "") -> "_WindowDecode":
         """One encoder window and one decode (SSD Eq. 3/5/6, or AR when ``speculate`` is False: beam search of
         width ``beam_size``, default ``self.beam_size``). ``draft_text`` (with ``speculate`` False): a caller's
         draft, verified exactly (:func:`engine.core.verify.majority_accepted`) before greedy decoding continues.
-        ``language``: see :meth:`transcribe`."""
+        ``language``, ``prefix``: see :meth:`transcribe` (a prefix's tokens are ``forced``, not in ``tokens``)."""
         exact = draft_text is not None and not speculate
         n = len(audio)
         t0 = time.perf_counter()
@@ -671,7 +688,8 @@ class SSDCT2Backend:
         t_lid = time.perf_counter()
         lang, lang_probs = self.m.language_for(sv, language, n / SAMPLE_RATE)
         t_lid = time.perf_counter() - t_lid
-        speculate = speculate and lang in (None, "en")  # the CTC head drafts English
+        # the CTC head drafts English, and all of the window: not after a forced prefix (its words would come again)
+        speculate = speculate and lang in (None, "en") and not prefix.strip()
         if not self.m.prompt_fits(language, lang):
             prompt = ""
         t1 = time.perf_counter()
@@ -689,7 +707,8 @@ class SSDCT2Backend:
             prev = self._prev[2]
         t2 = time.perf_counter()
         tok = self.m.tokenizer(lang)
-        p = self.m.prompt(prompt, lang)
+        forced = tok.encode(" " + prefix.strip())[-223:] if prefix.strip() else []
+        p = self.m.prompt(prompt, lang) + forced
         cap = self.guard.token_cap(n / SAMPLE_RATE)
         n_forward = 0
         words = None
@@ -724,14 +743,16 @@ class SSDCT2Backend:
                              max_length=min(448, 2 * (len(prefix) + max(1, cap - j)) + 2),
                              suppress_blank=j == 0, return_scores=True, return_no_speech_prob=True)
             cont = [t for t in g.sequences_ids[0] if t < tok.eot]
-            if j and cont[:j] == draft[:j]:  # CTranslate2 returns the forced prefix too
+            if forced and cont[:len(forced)] == forced:  # CTranslate2 returns the forced prefix too
+                cont = cont[len(forced):]
+            if j and cont[:j] == draft[:j]:
                 cont = cont[j:]
             cont = cont[: max(0, cap - j)]
             n_forward += len(cont) + 1
             toks = draft[:j] + cont
             acc = j
             stage = "ar" if not draft else ("verified" if j == len(draft) else "fallback")
-            if res is not None and not cont and j == len(draft):
+            if res is not None and not cont and j == len(draft) and not forced:
                 words = self._words_from(res, toks, lang)
             n_gen = len(cont) + 1
             avg_lp = (lp_prefix + float(g.scores[0]) * n_gen) / (j + n_gen)
@@ -745,7 +766,7 @@ class SSDCT2Backend:
                  "no_speech_prob": None if no_speech is None else round(no_speech, 3), "language": lang}
         if lang_probs is not None:
             stats.update(language_probs=[(c, round(q, 3)) for c, q in lang_probs[:3]], lid_s=round(t_lid, 4))
-        return _WindowDecode(toks, tok.decode(toks).strip(), words, sv, stats, avg_lp, no_speech)
+        return _WindowDecode(toks, tok.decode(toks).strip(), words, sv, stats, avg_lp, no_speech, forced)
 
 
 def _rank(verdict, r: "_WindowDecode") -> tuple:
@@ -764,3 +785,4 @@ class _WindowDecode:
     stats: dict
     avg_logprob: float | None
     no_speech_prob: float | None
+    forced: list[int] = field(default_factory=list)  # text tokens forced before ``tokens`` (a prefix)

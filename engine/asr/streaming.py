@@ -369,7 +369,8 @@ class OnlineASRProcessor:
     def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
                  context_words: Sequence[Word] = (), committed_until: float | None = None,
                  final_full: bool = True, final_piece_s: float = 0.0, trim_latest: bool = True,
-                 trim_overlap_s: float = 0.0, session_language: SessionLanguage | None = None):
+                 trim_overlap_s: float = 0.0, session_language: SessionLanguage | None = None,
+                 context_prefix: bool = False):
         """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
         buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
         never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
@@ -383,7 +384,12 @@ class OnlineASRProcessor:
         and those words stay final as they left (they are dropped from the new decodes by time and n-gram, as
         words of an earlier utterance are). ``session_language``: ``asr.language = "auto"`` — each decode identifies
         its language and decodes in the one the session's hysteresis picks (:class:`SessionLanguage`; a backend
-        whose ``transcribe`` takes no ``language`` decodes in its own)."""
+        whose ``transcribe`` takes no ``language`` decodes in its own). ``context_prefix`` (with ``context_words``,
+        a backend whose ``transcribe`` takes a ``prefix``): every decode of audio that starts with the context is
+        given the context's text as a forced prefix and returns only the words after it (as in one long-form
+        window), so no word of the context is decoded again and none of the new words is dropped as one of
+        them by its time; otherwise the decodes transcribe the context too and its words are dropped by time and
+        n-gram."""
         self.backend = backend
         self.session_language = session_language
         if session_language is not None:  # the prompt holds text in the session's language only
@@ -398,7 +404,10 @@ class OnlineASRProcessor:
         self.trim_latest = trim_latest
         self.left_words: list[Word] = []  # the final words of the audio that left the buffer at trims
         self.context_words = list(context_words)
-        self.context_end = t_offset if committed_until is None else committed_until
+        self.context_prefix = bool(context_prefix and self.context_words and _takes(backend.transcribe, "prefix"))
+        # the words a decode's new words are told apart from by time and n-gram (none when the context is a prefix)
+        self._dedup_words = [] if self.context_prefix else self.context_words
+        self.context_end = t_offset if committed_until is None or self.context_prefix else committed_until
         self._last_full: list[Word] = []  # the latest decode of the buffer, absolute times
         self.buffer_trim_s = buffer_trim_s
         self.context = context
@@ -408,8 +417,8 @@ class OnlineASRProcessor:
         self.trim_overlap_s = max(0.0, float(trim_overlap_s))
         self._t_start = t_offset
         self.hyp = HypothesisBuffer()
-        self.hyp.last_committed_time = t_offset if committed_until is None else committed_until
-        self.hyp.committed_in_buffer = list(context_words)
+        self.hyp.last_committed_time = self.context_end
+        self.hyp.committed_in_buffer = list(self._dedup_words)
         self.committed: list[Word] = []
         self.updates: list[UpdateStats] = []
         self.decoded_until = t_offset  # audio time covered by the latest hypothesis, seconds
@@ -484,8 +493,11 @@ class OnlineASRProcessor:
             self._finish_piece()
         return new, self.hyp.complete()
 
-    def _decode(self, audio: np.ndarray, final: bool, prompt: str | None = None, draft: str = "") -> BackendResult:
-        """One backend decode of ``audio`` after ``prompt`` (default :meth:`prompt`). ``final``: this decode may give
+    def _decode(self, audio: np.ndarray, final: bool, prompt: str | None = None, draft: str = "",
+                at: float | None = None) -> BackendResult:
+        """One backend decode of ``audio`` after ``prompt`` (default :meth:`prompt`); ``at``: the audio time of
+        ``audio[0]`` (seconds, default the buffer's start): audio that starts with the acoustic context is decoded
+        after the context's text as a forced prefix (``context_prefix``). ``final``: this decode may give
         the utterance's final text (at a VAD pause or the end of speech): a backend with ``transcribe_final`` (e.g.
         beam search for the final text, ``asr.final_beam_size``) decodes it with that, given ``draft`` if it takes
         one. With a :class:`SessionLanguage` the backend identifies the window's language and decodes in the one
@@ -498,6 +510,9 @@ class OnlineASRProcessor:
             kw["draft"] = draft
         if self.session_language is not None and _takes(fn, "language"):
             kw["language"] = self._choose_language
+        at = self.buffer_time_offset if at is None else at
+        if self.context_prefix and abs(at - self._t_start) < 1e-6 and _takes(fn, "prefix"):
+            kw["prefix"] = join_words(self.context_words)
         res = fn(audio, prompt, **kw)
         pl = self._choose_language.prompt_language
         if ("language" not in kw and self.session_language is not None and prompt.strip() and pl
@@ -525,10 +540,11 @@ class OnlineASRProcessor:
         utterances, doubtful)."""
         t0 = time.perf_counter()
         prompt = (self.context + join_words(self.final_words))[-200:]
-        res = self._decode(audio, final=True, prompt=prompt, draft=join_words(self._hypothesis_words()))
+        res = self._decode(audio, final=True, prompt=prompt, draft=join_words(self._hypothesis_words()),
+                           at=self.whole_offset)
         h = HypothesisBuffer()
         h.last_committed_time = max(self.context_end, self.whole_offset)
-        h.committed_in_buffer = (self.context_words + self.final_words)[-5:]
+        h.committed_in_buffer = (self._dedup_words + self.final_words)[-5:]
         h.insert(res.words, self.whole_offset)
         self.updates.append(UpdateStats(time.perf_counter() - t0, len(audio) / SAMPLE_RATE, 0,
                                         {**res.stats, "whole": True}))
@@ -706,6 +722,8 @@ class OnlineASRProcessor:
             self.updates.append(UpdateStats(time.perf_counter() - t0, len(self.audio) / SAMPLE_RATE, len(tail), res.stats))
         else:
             tail = self.hyp.complete()
+        if self.mostly_doubtful and self.prompt().strip():
+            tail = self._decode_unprompted(speech_end, tail)
         # an utterance most of whose decodes were doubtful (below the guards' log-prob floor, judged silent: babble,
         # music; at least 3 decodes) keeps only the words two decodes agreed on, not the latest decode's guess
         doubtful = self.mostly_doubtful
@@ -720,6 +738,31 @@ class OnlineASRProcessor:
             self.committed.extend(tail)
         self.hyp.buffer = []
         return tail
+
+    def _decode_unprompted(self, speech_end: float | None, tail: list[Word]) -> list[Word]:
+        """A mostly doubtful utterance decoded under a prompt: decode its buffer (up to ``speech_end``, audio time,
+        seconds) once more without the prompt before its words are dropped. A prompt that is itself a
+        misrecognition pulls every decode of the next utterance below the log-prob floor without a loop that would
+        reset it (Whisper's own rule resets the prompt only after a temperature fallback,
+        ``prompt_reset_on_temperature``). A confident decode becomes the latest update (so the utterance is no longer
+        mostly doubtful) and its new words are returned; otherwise ``tail`` is returned unchanged."""
+        audio = self.audio
+        if speech_end is not None:
+            audio = audio[: max(int(round((speech_end - self.buffer_time_offset) * SAMPLE_RATE)), 0)]
+        if len(audio) < SAMPLE_RATE * 0.5:
+            return tail
+        t0 = time.perf_counter()
+        res = self._decode(audio, final=True, prompt="")
+        if res.stats.get("doubtful") or not res.words:
+            return tail
+        self._remember(res.words)
+        self.hyp.buffer = []
+        self.hyp.insert(res.words, self.buffer_time_offset)
+        new = list(self.hyp.new)
+        self.hyp.new = []
+        self.updates.append(UpdateStats(time.perf_counter() - t0, len(audio) / SAMPLE_RATE, len(new),
+                                        {**res.stats, "unprompted": True}))
+        return new
 
     @property
     def mostly_doubtful(self) -> bool:
@@ -764,7 +807,7 @@ class OnlineASRProcessor:
             return None
         h = HypothesisBuffer()
         h.last_committed_time = max(self.context_end, self.buffer_time_offset, self.left_until)
-        h.committed_in_buffer = (self.context_words + self._before_buffer())[-5:]
+        h.committed_in_buffer = (self._dedup_words + self._before_buffer())[-5:]
         h.insert(self._last_full, 0.0)
         return list(h.new)
 
