@@ -246,6 +246,7 @@ class StreamingTranscriber:
         revise_max_s: > 0: the second pass (:class:`engine.asr.streaming.SecondPass`) re-decodes up to this many
             seconds of consecutive utterances in one window and emits :class:`RevisedTranscript`; 0 = off.
         revise_gap_s: longest pause between two utterances the second pass decodes together, seconds.
+        revise_context_s: acoustic context a second-pass window cut by its length gets from the previous one, seconds.
         revise_idle_cores: the second pass runs between utterances once the process used less CPU than this many
             cores over 0.3 s (an answer or a caption being computed is not slowed by it); a source that is not
             real time (a file read as fast as it is consumed) never waits.
@@ -261,11 +262,12 @@ class StreamingTranscriber:
                  context_prefix: bool = False,
                  final_piece_s: float = 0.0, trim_latest: bool = True, trim_overlap_s: float = 0.0,
                  session_language: SessionLanguage | None = None, revise_max_s: float = 0.0,
-                 revise_gap_s: float = 2.0, revise_idle_cores: float = 0.5,
+                 revise_gap_s: float = 2.0, revise_idle_cores: float = 0.5, revise_context_s: float = 8.0,
                  revise_backend: ASRBackend | Callable[[], ASRBackend] | None = None):
         self.source = source
         self.session_language = session_language
-        self.second = SecondPass(None, revise_max_s, revise_gap_s) if revise_max_s > 0 else None
+        self.second = SecondPass(None, revise_max_s, revise_gap_s, left_s=revise_context_s) \
+            if revise_max_s > 0 else None
         self._revise_backend = revise_backend or backend
         self.revise_idle_cores = revise_idle_cores
         self._history: collections.deque[AudioBlock] = collections.deque()  # audio the second pass may decode

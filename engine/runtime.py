@@ -112,27 +112,34 @@ class Runtime:
                                     final_piece_s=a.final_piece_s, trim_latest=a.trim_latest,
                                     trim_overlap_s=a.trim_overlap_s, session_language=lang,
                                     revise_max_s=a.revise_max_s, revise_gap_s=a.revise_gap_s,
+                                    revise_context_s=a.revise_context_s,
                                     revise_idle_cores=a.revise_idle_cores,
                                     revise_backend=self.revise_backend if a.revise_max_s > 0 else None)
 
     def revise_backend(self):
         """The second pass's decoder (``asr.revise_max_s``): greedy AR on the padded 30 s window, as an offline
-        decode runs it, with this configuration's guards, on a model instance of its own (the second pass runs on
+        decode runs it (``asr.revise_timestamps``: faster-whisper's own timestamped decoding; off: the live decoder
+        without timestamp tokens), with this configuration's guards, on a model instance of its own (the second pass runs on
         its own low-priority thread: the live decodes are never queued behind it). Built on the calling thread."""
         a = self.cfg.asr
 
         def build():
             from engine.asr.ctc_self_speculative import SSDCT2Backend, WhisperSSD
+            from engine.asr.streaming import FasterWhisperBackend
             from engine.asr.window import WindowPolicy
             from engine.devices import device_setting, resolve_device
 
             dev = resolve_device(device_setting(self.cfg, "asr"), "asr", "ctranslate2")
+            if a.revise_timestamps:
+                return FasterWhisperBackend(self.model(a.model_role).path, device=dev, compute_type=a.compute_type,
+                                            cpu_threads=a.cpu_threads, language=a.language,
+                                            guard=self.decode_guard())
             padded = WindowPolicy("padded")
             m = WhisperSSD(self.model(a.model_role).path, device=dev, compute_type=a.compute_type,
                            cpu_threads=a.cpu_threads, language=a.language, window=padded)
             return SSDCT2Backend(m, speculate=False, window=padded, guard=self.decode_guard())
 
-        return self._get(f"asr:revise:{a.model_role}:{a.language}:{self.decode_guard()}", build)
+        return self._get(f"asr:revise:{a.model_role}:{a.language}:{a.revise_timestamps}:{self.decode_guard()}", build)
 
     def window_policy(self):
         """The encoder window of ``asr.encoder_window`` / ``encoder_margin_s`` / ``encoder_min_s``."""

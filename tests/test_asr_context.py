@@ -198,6 +198,33 @@ def test_jfk_is_not_made_worse_by_the_second_pass(rt, jfk_path):
     assert _wer(JFK_TEXT, revised) == 0.0, revised
 
 
+@pytest.mark.parametrize("timestamps", [True, False])
+def test_the_second_pass_decodes_as_offline_whisper_by_default(rt, jfk_audio, timestamps):
+    """``asr.revise_timestamps`` (default on): the second pass's decoder is faster-whisper's own timestamped decode
+    (what an offline transcript runs); off, the live decoder without timestamp tokens. Both give jfk's text, in the
+    language asked for, and judge a decode of noise doubtful or silent (it revises nothing)."""
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.streaming import FasterWhisperBackend
+
+    cfg = rt.cfg
+    assert cfg.asr.revise_timestamps
+    rt.cfg = dataclasses.replace(cfg, asr=dataclasses.replace(cfg.asr, revise_timestamps=timestamps))
+    try:
+        be = rt.revise_backend()
+    finally:
+        rt.cfg = cfg
+    assert isinstance(be, FasterWhisperBackend if timestamps else SSDCT2Backend)
+    res = be.transcribe_final(jfk_audio, "", language="en") if not timestamps else be.transcribe(jfk_audio, "",
+                                                                                                 language="en")
+    assert _wer(JFK_TEXT, "".join(w.text for w in res.words)) == 0.0
+    assert not res.stats["doubtful"] and res.stats["language"] == "en"
+    assert all(a.start <= b.start for a, b in zip(res.words, res.words[1:]))  # in order, in seconds
+    assert res.words[-1].end <= len(jfk_audio) / 16000 + 0.5
+    noise = np.random.default_rng(0).normal(0, 0.1, 5 * 16000).astype(np.float32)
+    res = be.transcribe(noise, "")
+    assert res.stats["doubtful"] or not res.words, res.words
+
+
 def test_second_pass_off_emits_no_revision(rt, jfk_path):
     st, evs = _stream(rt, jfk_path, revise_max_s=0.0)
     assert st.second is None and not any(isinstance(e, RevisedTranscript) for e in evs)

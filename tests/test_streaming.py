@@ -134,42 +134,6 @@ def test_doubtful_decodes_commit_nothing_and_a_doubtful_utterance_keeps_only_agr
     assert p.text == "please turn the music down a little"
 
 
-def test_a_mostly_doubtful_utterance_under_a_prompt_is_decoded_once_without_it_before_its_words_are_dropped():
-    """A misrecognised prompt can pull every decode of the next utterance below the log-prob floor: before such an
-    utterance's words are dropped it is decoded once without the prompt, and a confident decode is its final text.
-    When that decode is doubtful too nothing is kept (without a prompt there is no such decode: the test above)."""
-    import numpy as np
-
-    from engine.asr.streaming import BackendResult
-
-    class PromptSensitive(ScriptedBackend):
-        def __init__(self, hyps, clean):
-            super().__init__(hyps)
-            self.clean = clean
-            self.prompts = []
-
-        def transcribe(self, audio, prompt=""):
-            self.prompts.append(prompt)
-            if prompt.strip():
-                words = self.hyps.pop(0) if len(self.hyps) > 1 else self.hyps[0]
-                return BackendResult(words, [words[-1].end] if words else [], {"doubtful": True})
-            return BackendResult(self.clean, [self.clean[-1].end] if self.clean else [],
-                                 {"doubtful": not self.clean})
-
-    guess = [W("cook me"), W("cook me cook me"), W("cant rice instead")]
-    spoken = W("can you bring the rice instead")
-    for clean, want in ((spoken, "can you bring the rice instead"), ([], "")):
-        be = PromptSensitive(list(guess), clean)
-        p = OnlineASRProcessor(be, context="cook me. cook me.")
-        _feed(p, 3)
-        assert p.mostly_doubtful
-        p.insert_audio_chunk(np.zeros(8000, np.float32))
-        p.finish(speech_end=3.5)
-        assert p.text == want
-        assert be.prompts.count("") == 1 and len(be.prompts) == 4
-        assert p.mostly_doubtful == (not want)
-
-
 def test_processor_finish_skips_decode_when_hypothesis_covers_speech():
     import numpy as np
 

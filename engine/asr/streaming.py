@@ -72,17 +72,22 @@ class ASRBackend(Protocol):
 
 
 class FasterWhisperBackend:
-    """Plain AR (greedy or beam) decoding with faster-whisper / CTranslate2, with word timestamps.
+    """Plain AR (greedy or beam) decoding with faster-whisper / CTranslate2: Whisper's own long-form decoding, with
+    timestamp tokens, conditioned on the previous text, and word timestamps.
 
     Args:
         model_path: CTranslate2 Whisper directory or hub id.
         device: "cpu", "cuda" or "auto"; compute_type: "int8" on CPU, "float16" on CUDA by default.
+        language: the language decoded in (ISO 639-1), "auto" = faster-whisper identifies it per call.
+        beam_size: 1 = greedy.
+        guard: a :class:`engine.asr.window.DecodeGuard`: a decode that fails it, or whose mean token log-prob is
+            below its floor, is ``doubtful`` in the stats; None = never doubtful.
     """
 
     name = "ar"
 
     def __init__(self, model_path, device: str = "auto", compute_type: str = "int8", cpu_threads: int = 0,
-                 language: str = "en", beam_size: int = 1):
+                 language: str = "en", beam_size: int = 1, guard=None):
         import ctranslate2
         from faster_whisper import WhisperModel
 
@@ -96,21 +101,43 @@ class FasterWhisperBackend:
         # "auto": faster-whisper identifies the language itself (on the first 30 s window of each call)
         self.language = language if self.model.model.is_multilingual and language != "auto" else None
         self.beam_size = beam_size
+        self.guard = guard
 
-    def transcribe(self, audio: np.ndarray, prompt: str = "") -> BackendResult:
+    def transcribe(self, audio: np.ndarray, prompt: str = "", language: str | None = None) -> BackendResult:
+        """Decode float32 16 kHz ``audio`` after the text ``prompt`` (faster-whisper ``transcribe``: greedy or beam,
+        temperature 0, timestamp tokens, word timestamps). ``language``: an ISO 639-1 code for this call (None = the
+        backend's). Returns words (seconds from the start of ``audio``), segment ends and ``stats``: ``tokens``,
+        ``language``, ``avg_logprob`` (token-weighted over the segments), ``doubtful`` (fails :attr:`guard`)."""
+        lang = language if isinstance(language, str) and language and self.model.model.is_multilingual \
+            else self.language
         segments, info = self.model.transcribe(
-            audio, language=self.language, beam_size=self.beam_size, initial_prompt=prompt or None,
+            audio, language=lang, beam_size=self.beam_size, initial_prompt=prompt or None,
             word_timestamps=True, condition_on_previous_text=True, vad_filter=False, temperature=0.0,
         )
-        words, ends, n_tok = [], [], 0
+        eot = self.model.hf_tokenizer.token_to_id("<|endoftext|>")
+        words, ends, tokens, nsp = [], [], [], []
+        lp_sum = 0.0  # the segments' mean log-probs weighted by their token counts
+        n_tok = 0
         for s in segments:
+            tokens += [t for t in s.tokens if t < eot]  # text tokens (no timestamps)
+            lp_sum += float(s.avg_logprob) * len(s.tokens)
             n_tok += len(s.tokens)
+            nsp.append(float(s.no_speech_prob))
             ends.append(float(s.end))
             for w in s.words or []:
                 words.append(Word(float(w.start), float(w.end), w.word))
         # the language decoded in (identified by faster-whisper under "auto"): a prompt in another one is not kept
-        lang = info.language if self.model.model.is_multilingual else None
-        return BackendResult(words, ends, {"tokens": n_tok, "language": lang})
+        stats = {"tokens": len(tokens), "language": info.language if self.model.model.is_multilingual else None}
+        avg_lp = lp_sum / n_tok if n_tok else None
+        if avg_lp is not None:
+            stats["avg_logprob"] = round(avg_lp, 3)
+        if self.guard is not None:
+            v = self.guard.check(tokens, "".join(w.text for w in words), len(audio) / SAMPLE_RATE, avg_lp,
+                                 min(nsp) if nsp else None)
+            stats["guard"] = v.reason
+            stats["doubtful"] = (not v.ok and v.reason != "no_speech") or (avg_lp is not None
+                                                                         and avg_lp < self.guard.logprob)
+        return BackendResult(words, ends, stats)
 
     def transcribe_text(self, audio: np.ndarray) -> str:
         """Offline transcription of a whole file (long-form), for reference transcripts."""
@@ -722,8 +749,6 @@ class OnlineASRProcessor:
             self.updates.append(UpdateStats(time.perf_counter() - t0, len(self.audio) / SAMPLE_RATE, len(tail), res.stats))
         else:
             tail = self.hyp.complete()
-        if self.mostly_doubtful and self.prompt().strip():
-            tail = self._decode_unprompted(speech_end, tail)
         # an utterance most of whose decodes were doubtful (below the guards' log-prob floor, judged silent: babble,
         # music; at least 3 decodes) keeps only the words two decodes agreed on, not the latest decode's guess
         doubtful = self.mostly_doubtful
@@ -738,31 +763,6 @@ class OnlineASRProcessor:
             self.committed.extend(tail)
         self.hyp.buffer = []
         return tail
-
-    def _decode_unprompted(self, speech_end: float | None, tail: list[Word]) -> list[Word]:
-        """A mostly doubtful utterance decoded under a prompt: decode its buffer (up to ``speech_end``, audio time,
-        seconds) once more without the prompt before its words are dropped. A prompt that is itself a
-        misrecognition pulls every decode of the next utterance below the log-prob floor without a loop that would
-        reset it (Whisper's own rule resets the prompt only after a temperature fallback,
-        ``prompt_reset_on_temperature``). A confident decode becomes the latest update (so the utterance is no longer
-        mostly doubtful) and its new words are returned; otherwise ``tail`` is returned unchanged."""
-        audio = self.audio
-        if speech_end is not None:
-            audio = audio[: max(int(round((speech_end - self.buffer_time_offset) * SAMPLE_RATE)), 0)]
-        if len(audio) < SAMPLE_RATE * 0.5:
-            return tail
-        t0 = time.perf_counter()
-        res = self._decode(audio, final=True, prompt="")
-        if res.stats.get("doubtful") or not res.words:
-            return tail
-        self._remember(res.words)
-        self.hyp.buffer = []
-        self.hyp.insert(res.words, self.buffer_time_offset)
-        new = list(self.hyp.new)
-        self.hyp.new = []
-        self.updates.append(UpdateStats(time.perf_counter() - t0, len(audio) / SAMPLE_RATE, len(new),
-                                        {**res.stats, "unprompted": True}))
-        return new
 
     @property
     def mostly_doubtful(self) -> bool:
