@@ -239,8 +239,9 @@ def test_the_detected_language_moves_nothing(qtbot, auto_window):
 
 def test_a_real_session_forwards_the_engines_revisions(qtbot, tmp_path, small_gguf):
     """The real session path (hesitation_en.flac as the microphone, real Whisper base, the small LLM answering):
-    every RevisedTranscript the transcriber emits reaches the window, the journal and the export. The second pass
-    revises only when its decode differs, so one revision per final is added to the transcriber's own events."""
+    every RevisedTranscript the transcriber emits reaches the window, the journal and the export, in order: the
+    second pass's own revisions and one added after every final, so each utterance is revised at least once; the
+    window, the journal and the export show each utterance's latest text."""
     from app.controller import EngineController
     from app.main_window import MainWindow
 
@@ -248,14 +249,17 @@ def test_a_real_session_forwards_the_engines_revisions(qtbot, tmp_path, small_gg
                                    "audio": {"output_device": "none"}})
     ctl = EngineController(cfg)
     make = ctl.rt.transcriber
-    added = []
+    added, emitted = [], []
 
     def transcriber(source, emit, use_vad=True):
         def on_event(ev):
             emit(ev)
+            if isinstance(ev, RevisedTranscript):
+                emitted.append(ev)  # the second pass's own
             if isinstance(ev, FinalTranscript) and ev.text:
                 added.append(RevisedTranscript((ev.utterance,), (ev.text.rstrip(".") + ", revised.",), ev.words,
                                                ev.t_start, ev.t_end, ev.language))
+                emitted.append(added[-1])
                 emit(added[-1])
 
         return make(source, on_event, use_vad)
@@ -272,9 +276,12 @@ def test_a_real_session_forwards_the_engines_revisions(qtbot, tmp_path, small_gg
         with qtbot.waitSignal(ctl.session_ended, timeout=240_000):
             w.handsfree.setChecked(True)
         qtbot.wait(50)
-        assert added and [r.texts for r in revised] == [r.texts for r in added]
+        assert added and [r.texts for r in revised] == [r.texts for r in emitted]
+        latest = {}
+        for r in emitted:
+            latest.update(zip(r.utterances, r.texts))
         shown = [t for _, t in w.shown_user_lines()]
-        assert shown == [r.texts[0] for r in added]
+        assert shown == [latest[r.utterances[0]] for r in added]
         assert all(f"{t} (revised)" in w.conversation.toPlainText() for t in shown)
         txt = w.history.to_txt()
         assert all(f"You: {t}" in txt for t in shown), txt

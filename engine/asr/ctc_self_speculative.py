@@ -649,7 +649,8 @@ class SSDCT2Backend:
             regions = [(a, b, k) for a, b, k in regions if words and a >= words[0].start - 1e-6]
         for a, b, k in reversed(regions[:2]):  # from the end, so earlier indices stay valid
             i = k if k is not None else sum(1 for w in words if w.end <= a + 1e-6)
-            before = (prompt + " " + after.strip() + "".join(w.text for w in words[:i])).strip()[-400:]
+            head = prompt + (" " + after.strip() if after.strip() else "")
+            before = (head + "".join(w.text for w in words[:i])).strip()[-400:]
             lo, hi = int(a * SAMPLE_RATE), int(b * SAMPLE_RATE)
             r = self._decode_window(audio[lo:hi], before, self.window.n_frames(hi - lo), False,
                                     language=stats.get("language"))
