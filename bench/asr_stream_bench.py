@@ -115,7 +115,14 @@ METHODS: dict[str, dict] = {
 DEFAULT_METHODS = ["ar", "ar_final_beam5", "ar_piece20", "ar_trim_committed", "ar_no_overlap", "ssd",
                    "ssd_lossless", "specasr", "ar_padded"]
 BASELINE = "ar_padded"
-AR_OF = {"ar_no_overlap": "ar", "ar_context_prefix": "ar", "ar_revise_no_timestamps": "ar", "ar_revise_context4": "ar", "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6", "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar", "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar", "ssd_padded": "ar_padded"}  # the AR baseline with the same encoder window
+# the AR baseline with the same encoder window
+AR_OF = {
+    "ar_no_overlap": "ar", "ar_context_prefix": "ar", "ar_revise_no_timestamps": "ar", "ar_revise_context4": "ar",
+    "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6",
+    "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar",
+    "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar",
+    "ssd_padded": "ar_padded"
+}
 
 
 # --------------------------------------------------------------------------------------------------------- metrics

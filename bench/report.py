@@ -1521,7 +1521,8 @@ recordings, against the text and against offline Whisper (greedy and beam 5 in t
 from both sides before scoring. *Final* is the text of each utterance when its end of speech is confirmed; *revised*
 is the text after the second pass (`asr.revise_max_s`) re-decoded consecutive utterances together (Whisper's own
 timestamped decoding, `asr.revise_timestamps`; a window cut by its length starts `asr.revise_context_s` earlier, as
-acoustic context). Played {mode}; faster-whisper {cfg["versions"]["faster_whisper"]} on {cfg["machine"]["cpu_count"]} cores.
+acoustic context). Played {mode}; faster-whisper {cfg["versions"]["faster_whisper"]} on
+{cfg["machine"]["cpu_count"]} cores.
 
 {produced_by("conversation.json")}
 

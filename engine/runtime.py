@@ -119,8 +119,9 @@ class Runtime:
     def revise_backend(self):
         """The second pass's decoder (``asr.revise_max_s``): greedy AR on the padded 30 s window, as an offline
         decode runs it (``asr.revise_timestamps``: faster-whisper's own timestamped decoding; off: the live decoder
-        without timestamp tokens), with this configuration's guards, on a model instance of its own (the second pass runs on
-        its own low-priority thread: the live decodes are never queued behind it). Built on the calling thread."""
+        without timestamp tokens), with this configuration's guards, on a model instance of its own (the second pass
+        runs on its own low-priority thread: the live decodes are never queued behind it). Built on the calling
+        thread."""
         a = self.cfg.asr
 
         def build():
