@@ -241,6 +241,8 @@ class StreamingTranscriber:
         min_chunk_s: minimum new audio per re-decode, seconds.
         max_backlog_s: capacity of the capture → ASR queue, seconds of audio.
         lag_warn_s: ASR delay behind a real-time source that emits :class:`Backlog`, seconds.
+        context_prefix: the acoustic context's text is the forced prefix of the decodes that hear its audio
+            (:class:`engine.asr.streaming.OnlineASRProcessor`); False = its words are dropped by time and n-gram.
         session_language: ``asr.language = "auto"``: the session's language identification with hysteresis
             (:class:`engine.asr.streaming.SessionLanguage`); None = the backend's fixed language.
         revise_max_s: > 0: the second pass (:class:`engine.asr.streaming.SecondPass`) re-decodes up to this many
@@ -252,7 +254,8 @@ class StreamingTranscriber:
             real time (a file read as fast as it is consumed) never waits.
         revise_backend: the second pass's decoder, or a function that builds it (called on the thread that runs
             the second pass, so a model's worker threads inherit its priority); default ``backend``. The runtime
-            gives greedy AR on the padded 30 s window, as an offline decode, on a model instance of its own.
+            gives greedy AR on the padded 30 s window, as an offline decode, on a model instance of its own
+            (:meth:`engine.runtime.Runtime.revise_backend`).
     """
 
     def __init__(self, source: AudioSource, backend: ASRBackend, vad: StreamingVAD | None,

@@ -388,7 +388,7 @@ def transcribe_in_pieces(backend, audio: np.ndarray, prompt: str, max_s: float, 
     prefix = kw.pop("prefix", "")
     first = backend.transcribe(audio[:cut], prompt, **kw, **({"prefix": prefix} if prefix else {}))
     text = "".join(w.text for w in first.words).strip()
-    rest = backend.transcribe(audio[cut:], (prompt + " " + prefix + " " + text).strip()[-400:], **kw)
+    rest = backend.transcribe(audio[cut:], " ".join(t for t in (prompt, prefix, text) if t).strip()[-400:], **kw)
     off = cut / SAMPLE_RATE
     words = list(first.words) + [Word(w.start + off, w.end + off, w.text) for w in rest.words]
     stats = {k: (v + rest.stats.get(k, 0) if isinstance(v, (int, float)) and not isinstance(v, bool)
