@@ -92,12 +92,21 @@ def run(a) -> int:
     lookaheads = [int(x) for x in a.lookaheads.split(",")]
     groups = {t: AcousticGroups.cached(emb, t, inp / "asg") for t in thetas}
     methods = _methods(thetas, lookaheads)
+    if a.pcg_only:
+        keep = {f"pcg{x}" for x in a.pcg_only.split(",")}
+        methods = [m for m in methods if not m.startswith("pcg") or m in keep]
     steps = {"sd": lambda x, p, q, rng: V.sd_step(x, p, q, rng),
              "ssd": lambda x, p, q, rng: V.sd_step(x, p, q, rng, bias=0.3)}
-    out: dict = {"device": a.device, "device_name": torch.cuda.get_device_name() if a.device.startswith("cuda")
+    out: dict = {"backend": "torch eager (CodecLMSession)" if a.sampler == "eager" else
+                 "CUDA graphs (DeviceRoundSampler)" if a.device.startswith("cuda") else "torch (DeviceRoundSampler)",
+                 "device": a.device, "device_name": torch.cuda.get_device_name() if a.device.startswith("cuda")
                  else "cpu", "torch": torch.__version__, "temperature": T, "splits": {}}
     codes: dict[str, np.ndarray] = {}
     conds_of = {split: _conditioning(z, split, len(texts[split])) for split in ("val", "test")}
+    if a.sampler == "graphs":
+        return _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp)
+    t_start = time.perf_counter()
+    out["sentences"] = {}
     for split, conds in conds_of.items():
         if conds:  # warm the device (kernels, allocator) on the first sentence, untimed
             ar_generate(lm, conds[0][:32], np.random.default_rng(0), T)
@@ -119,7 +128,11 @@ def run(a) -> int:
                 codes[f"{split}_{i}_{m}"] = toks.astype(np.int16)
                 for k in agg[m]:
                     agg[m][k] += getattr(st, k)
-            print(f"{split} {i + 1}/{len(conds)}", flush=True)
+            out["sentences"][split] = i + 1
+            print(f"{split} {i + 1}/{len(conds)} ({time.perf_counter() - t_start:.0f} s)", flush=True)
+            if a.max_seconds and split == "test" and time.perf_counter() - t_start > a.max_seconds:
+                print(f"stopping after {i + 1} test sentences: --max-seconds {a.max_seconds} spent", flush=True)
+                break
         for m, r in agg.items():
             r["tokens_per_s"] = round(r["tokens"] / r["seconds"], 1)
             r["speedup_vs_target"] = round(agg["ar"]["seconds"] / r["seconds"], 3)
@@ -128,11 +141,75 @@ def run(a) -> int:
         out["splits"][split] = agg
     from bench.tts_bench import verification_cost
 
-    longest = max(conds_of["test"], key=len)
+    longest = max(conds_of["test"][: out["sentences"]["test"]], key=len)
     out["verification_cost"] = verification_cost(lm, longest, backend="torch" if a.device != "cpu" else "onnx")
     (inp / "run.json").write_text(json.dumps(out, indent=1))
     np.savez_compressed(inp / "codes.npz", **codes)
     print(json.dumps(out["splits"]["test"], indent=1))
+    print(f"wrote {inp / 'run.json'} and {inp / 'codes.npz'}")
+    return 0
+
+
+def _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp) -> int:
+    """``run --sampler graphs``: every method on :class:`engine.speech.device_sampling.DeviceRoundSampler` (passes,
+    draws and decisions on the device, one graph replay per AR step or per round), one sampler per method and
+    setting, captured before its first sentence (capture time reported, not counted), the methods taking turns
+    sentence by sentence with the same seed per sentence."""
+    from engine.speech.device_sampling import DeviceRoundSampler
+
+    cap = max(len(c) for cs in conds_of.values() for c in cs) + 1
+    samplers = {}
+    kw = {"capacity": cap, "compile": a.compile}
+    for m in methods:
+        if m == "ar":
+            samplers[m] = DeviceRoundSampler(lm, T, 1, "ar", **kw)
+        elif m in ("sd", "ssd"):
+            samplers[m] = DeviceRoundSampler(lm, T, a.lookahead, m, bias=0.3, **kw)
+        else:
+            th, L = m[3:].split("L")
+            samplers[m] = DeviceRoundSampler(lm, T, int(L), "pcg", groups=groups[float(th)], **kw)
+    if a.compile:
+        out["backend"] += " + torch.compile"
+    out["pcg_only"] = a.pcg_only or None
+    t_start = time.perf_counter()
+    out["sentences"], codes = {}, {}
+    for split, conds in conds_of.items():
+        agg = {m: {"tokens": 0, "seconds": 0.0, "rounds": 0, "drafted": 0, "accepted": 0, "target_passes": 0,
+                   "draft_passes": 0} for m in methods}
+        if split == "val":  # capture every sampler's graphs and warm them on a short prefix, untimed
+            for m, s in samplers.items():
+                try:
+                    s.sample(conds[0][:32], 0)
+                except RuntimeError as e:  # a compile or capture the device refuses: uncompiled, then eager
+                    print(f"{m}: {'compile' if s.compile else 'graph capture'} failed ({e})", flush=True)
+                    out.setdefault("failed", {})[m] = str(e)[:300]
+                    if s.compile:
+                        s.compile, s._compiled, s.graphs = False, {}, {}
+                    else:
+                        s.use_graphs, s.graphs = False, {}
+                    s.sample(conds[0][:32], 0)
+        for i, c in enumerate(conds):
+            for m in methods:
+                toks, st = samplers[m].sample(c, [a.seed, i])
+                codes[f"{split}_{i}_{m}"] = toks.astype(np.int16)
+                for k in agg[m]:
+                    agg[m][k] += getattr(st, k)
+            out["sentences"][split] = i + 1
+            print(f"{split} {i + 1}/{len(conds)} ({time.perf_counter() - t_start:.0f} s)", flush=True)
+        for m, r in agg.items():
+            r["tokens_per_s"] = round(r["tokens"] / r["seconds"], 1)
+            r["speedup_vs_target"] = round(agg["ar"]["seconds"] / r["seconds"], 3)
+            r["acceptance_rate"] = round(r["accepted"] / r["drafted"], 4) if r["drafted"] else None
+            r["accepted_per_round"] = round(r["accepted"] / r["rounds"], 3) if r["rounds"] else None
+            r["capture_s"] = round(samplers[m].capture_s, 3)
+        out["splits"][split] = agg
+    longest = max(conds_of["test"], key=len)
+    out["round_cost"] = {m: samplers[m].round_cost(longest) for m in methods if m.startswith("pcg") or m == "sd"}
+    out["round_cost"]["ar"] = samplers["ar"].round_cost(longest)
+    (inp / "run.json").write_text(json.dumps(out, indent=1))
+    np.savez_compressed(inp / "codes.npz", **codes)
+    print(json.dumps(out["splits"]["test"], indent=1))
+    print(json.dumps(out["round_cost"], indent=1))
     print(f"wrote {inp / 'run.json'} and {inp / 'codes.npz'}")
     return 0
 
@@ -148,11 +225,12 @@ def score(a) -> int:
     z = np.load(inp / "codes.npz")
     cfg = load_config()
     tts = CodecTTS(cache_dir=cfg.cache_dir())
+    n_of = {split: res.get("sentences", {}).get(split, len(texts[split])) for split in ("val", "test")}
     for split in ("val", "test"):
         agg = res["splits"][split]
-        sc = _scorer(cfg, texts[split])
+        sc = _scorer(cfg, texts[split][: n_of[split]])
         for m, r in agg.items():
-            audio = [tts.voice.decode(z[f"{split}_{i}_{m}"].astype(np.int64)) for i in range(len(texts[split]))]
+            audio = [tts.voice.decode(z[f"{split}_{i}_{m}"].astype(np.int64)) for i in range(n_of[split])]
             r["wer"], r["cer"], _ = sc(audio)
             print(split, m, "CER", r["cer"], "×", r["speedup_vs_target"], flush=True)
     val = res["splits"]["val"]
@@ -160,13 +238,16 @@ def score(a) -> int:
     ok = [m for m in pcg if val[m]["cer"] <= val["ar"]["cer"] + 1.0]
     chosen = max(ok or pcg, key=lambda m: val[m]["speedup_vs_target"])
     report = {"benchmark": "tts", "device": res["device_name"], "torch": res["torch"],
-              "temperature": res["temperature"], "sentences": len(texts["test"]), "seed": a.seed,
-              "backend": "torch eager (CodecLMSession)",
-              "selection": {"sentences": len(texts["val"]), "rule": "fastest with CER <= target-only + 1",
+              "temperature": res["temperature"], "sentences": n_of["test"], "seed": a.seed,
+              "backend": res.get("backend", "torch eager (CodecLMSession)"),
+              "selection": {"sentences": n_of["val"], "rule": "fastest with CER <= target-only + 1",
                             "chosen": chosen, "found_within_1_point": bool(ok), "grid": val},
-              "verification_cost": res["verification_cost"], "results": res["splits"]["test"],
+              "verification_cost": res.get("verification_cost"), "round_cost": res.get("round_cost"),
+              "results": res["splits"]["test"],
               "scored": time.strftime("%Y-%m-%d")}
     slug = "".join(ch if ch.isalnum() else "-" for ch in res["device_name"].lower()).strip("-")
+    if res.get("backend", "").startswith("CUDA graphs"):
+        slug += "_graphs_compiled" if "compile" in res["backend"] else "_graphs"
     out = Path(a.out or ROOT / "bench" / "results" / f"tts_{slug}.json")
     out.write_text(json.dumps(report, indent=1))
     print(f"chosen {chosen}: × {res['splits']['test'][chosen]['speedup_vs_target']} on the test split; wrote {out}")
@@ -186,6 +267,13 @@ def main(argv=None) -> int:
     ap.add_argument("--lookahead", type=int, default=3, help="run: L_d of exact SD and SSD")
     ap.add_argument("--temperature", type=float, default=None, help="run: default the model's")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compile", action="store_true", help="run --sampler graphs: torch.compile each step first")
+    ap.add_argument("--pcg-only", default="", help="run: only these PCG settings of the grid (e.g. 0.42L4,0.42L5)")
+    ap.add_argument("--sampler", choices=["eager", "graphs"], default="eager",
+                    help="run: eager torch sessions with host-side draws, or rounds resident on the device "
+                         "(CUDA graphs where the device is CUDA)")
+    ap.add_argument("--max-seconds", type=float, default=0,
+                    help="run: take no further test sentence once this many seconds are spent (0: all of them)")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     if a.step == "prepare":

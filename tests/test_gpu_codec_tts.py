@@ -30,3 +30,22 @@ def test_prepare_run_score_on_the_cpu(runtime, tmp_path):
     assert G.main(["score", "--inputs", str(d), "--out", str(out)]) == 0
     rep = json.loads(out.read_text())
     assert rep["selection"]["chosen"] == "pcg0.5L2" and 0 <= rep["results"]["ar"]["cer"] <= 100
+
+
+def test_run_with_device_rounds_on_the_cpu(runtime, tmp_path):
+    """``run --sampler graphs`` (DeviceRoundSampler; eager here, graphs on CUDA): every method samples every frame,
+    with the round-cost curve per speculative method."""
+    from bench import gpu_codec_tts as G
+
+    d = tmp_path / "gct"
+    assert G.main(["prepare", "--n", "1", "--val", "1", "--out", str(d)]) == 0
+    frames = int(np.load(d / "inputs.npz")["test_0_dur"].sum())
+    assert G.main(["run", "--inputs", str(d), "--device", "cpu", "--sampler", "graphs", "--thetas", "0.5",
+                   "--lookaheads", "2,3", "--pcg-only", "0.5L2"]) == 0
+    run = json.loads((d / "run.json").read_text())
+    assert run["backend"] == "torch (DeviceRoundSampler)" and set(run["splits"]["test"]) == {"ar", "sd", "ssd",
+                                                                                            "pcg0.5L2"}
+    codes = np.load(d / "codes.npz")
+    for m, r in run["splits"]["test"].items():
+        assert r["tokens"] == frames == len(codes[f"test_0_{m}"]) and r["drafted"] >= r["accepted"]
+    assert set(run["round_cost"]["pcg0.5L2"]["ms"]) == {"0", "1", "2"} and set(run["round_cost"]["ar"]["ms"]) == {"0"}

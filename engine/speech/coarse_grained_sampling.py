@@ -363,6 +363,10 @@ class CodecTTS:
         """
         cond = self.voice.conditioning(ids) if cond is None else cond
         method = method or self.method
+        if method not in METHODS:
+            raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
+        if not _onnx(self.lm):  # on an accelerator: whole rounds on the device, replayed as CUDA graphs
+            return self.device_sampler(method, theta).sample(cond, int(self.rng.integers(2**62)))
         if method == "ar":
             return ar_generate(self.lm, cond, self.rng, self.temperature, self.threads)
         if method == "pcg":
@@ -375,6 +379,19 @@ class CodecTTS:
         else:
             raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
         return speculative_generate(self.lm, cond, self.rng, acc, self.lookahead, self.temperature, self.threads)
+
+    def device_sampler(self, method: str, theta: float | None = None):
+        """The :class:`engine.speech.device_sampling.DeviceRoundSampler` of ``method`` (and θ for PCG) at this
+        engine's lookahead and temperature, built once and kept (its graphs are captured on first use)."""
+        from engine.speech.device_sampling import DeviceRoundSampler
+
+        theta = self.theta if theta is None else theta
+        key = (method, theta if method == "pcg" else None, self.lookahead, self.temperature)
+        cache = self.__dict__.setdefault("_device_samplers", {})
+        if key not in cache:
+            G = (self.groups if theta == self.theta else self.groups_for(theta)) if method == "pcg" else None
+            cache[key] = DeviceRoundSampler(self.lm, self.temperature, self.lookahead, method, groups=G, bias=0.3)
+        return cache[key]
 
     def code_embeddings(self) -> np.ndarray:
         """Emb_q for Eq. 1 (:meth:`tts.codec_lm.CodecVoice.code_embeddings`)."""
