@@ -4,10 +4,11 @@ draws and acceptance decisions all run on the device, replayed as CUDA graphs.
 On a GPU the codec LM (3.4 M parameters) is launch-bound: an eager torch step spends its time issuing ~70 small
 kernels and copying the logits back for a numpy draw, so a draft step costs 0.44 of a target step although it runs
 a quarter of the layers, and the host-side acceptance work of a round is as long as a pass. Here a whole round is
-two graph replays — L_d draft steps (pass, softmax, draw) and one verification (target pass over the round's L_d + 1
-inputs, every position's decision, the emitted tokens written to the output) — and one 4-byte read of how many
-drafts were accepted. Target-only AR is one replay per token and never reads back until the utterance is done, so
-the baseline is as fast as this model can step.
+one graph replay — L_d draft steps (pass, softmax, draw) and one verification (target pass over the round's L_d + 1
+inputs, every position's decision, the emitted tokens written to the output, the position advanced on the device).
+Rounds that cannot run past the utterance's end even if every draft is accepted are queued back to back, so the host
+reads the position back once per batch of rounds, not once per round. Target-only AR is one replay per token and
+never reads back until the utterance is done, so the baseline is as fast as this model can step.
 
 The rules are those of :mod:`engine.speech.coarse_grained_sampling` (pcg_tts.txt Algorithm 1), vectorised over the
 round's L_d positions: the draft x_j ~ p_j; PCG proposes K_j ~ w_{·,x_j} (Eq. 6, uniform over S(x_j) under equal
@@ -106,7 +107,7 @@ class DeviceRoundSampler:
         self.pos = torch.zeros((), dtype=torch.long, device=dev)  # next input position
         self.last = torch.zeros(1, 1, dtype=torch.long, device=dev)  # the input at ``pos``
         self.round = torch.zeros((), dtype=torch.long, device=dev)
-        self.k = torch.zeros((), dtype=torch.long, device=dev)  # drafts accepted in the last round
+        self.klog = torch.zeros(self.capacity + 1, dtype=torch.long, device=dev)  # drafts accepted, per round
         self.U = torch.zeros(self.capacity + 1, 5 * self.L + 1, device=dev)  # uniforms, one row per round
         self.keys = torch.arange(self.capacity, device=dev)
         self.steps = torch.arange(self.L + 1, device=dev)
@@ -183,7 +184,7 @@ class DeviceRoundSampler:
         self.out.index_copy_(0, start + self.steps[: L + 1], E)
         self.last.copy_(E.index_select(0, k.view(1)).view(1, 1))
         self.pos.add_(k + 1)
-        self.k.copy_(k)
+        self.klog.index_copy_(0, self.round.view(1), k.view(1))
         self.round.add_(1)
 
     def _decide(self, X, P, Q, u_group, u_res, u_tok):
@@ -311,18 +312,27 @@ class DeviceRoundSampler:
                     self._run(0)
                 st.target_passes = n
             else:
+                drafted = []  # L_d of each round, in order
                 while m < n:
                     L = min(self.L, n - 1 - m)  # verification feeds positions m..m+L, all < n
-                    self._run(L)
                     if L == 0:
+                        self._run(0)
+                        drafted.append(0)
                         m += 1
-                        st.target_passes += 1
                         continue
-                    k = int(self.k.item())
-                    st.record(L, k)
+                    # rounds that stay inside the utterance even if every draft is accepted run back to back,
+                    # with no read-back between them: one device sync per batch, not per round
+                    R = (n - m) // (L + 1)
+                    for _ in range(R):
+                        self._run(L)
+                    drafted += [L] * R
+                    m = int(self.pos.item())
+                accepted = self.klog[: len(drafted)].cpu().numpy()
+                for L, k in zip(drafted, accepted):
                     st.target_passes += 1
-                    st.draft_passes += L
-                    m += k + 1
+                    if L:
+                        st.record(L, int(k))
+                        st.draft_passes += L
             codes = self.out[:n].cpu().numpy().astype(np.int64)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
