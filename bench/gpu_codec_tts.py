@@ -2,21 +2,25 @@
 ``specvoice bench tts`` split in three steps around the GPU run.
 
     specvoice bench gpu-codec-tts prepare --n 40 --val 10 --out out/gpu_codec_tts   # here: the voice's prior
-    python -m bench.gpu_codec_tts run --inputs out/gpu_codec_tts --device cuda     # on the GPU machine
+    python -m bench.gpu_codec_tts run --inputs out/gpu_codec_tts --device cuda     # on the GPU machine: eager torch
+    python -m bench.gpu_codec_tts run ... --sampler graphs [--compile]             # or rounds as CUDA graphs
     specvoice bench gpu-codec-tts score --inputs out/gpu_codec_tts                  # here: CER of what it sampled
 
 ``prepare`` phonemises the first ``--n`` sentences of Multi30k test 2017 (the test split of ``bench tts``) and the
 ``--val`` after them (its validation split) and writes, per sentence, the voice's prior — m_p and logs_p per phoneme
 (float16) and frames per phoneme, the inputs of :func:`tts.codec_lm.frame_conditioning` — to ``inputs.npz`` (a few
 MB, plus the texts). ``run`` needs only numpy, torch and the repository: it loads the codec LM
-(assets/codec_tts) on ``--device`` (the torch module there, :class:`tts.codec_lm.CodecLMSession`'s torch backend),
+(assets/codec_tts) on ``--device`` (the torch module there: :class:`tts.codec_lm.CodecLMSession`'s torch backend
+with host-side draws, or with ``--sampler graphs`` :class:`engine.speech.device_sampling.DeviceRoundSampler`, whole
+rounds on the device replayed as CUDA graphs, the product's path on a GPU),
 samples every sentence with each method (target-only AR, exact SD, SSD bias 0.3 and PCG over θ × L_d; the methods
 take turns sentence by sentence, the same seed per sentence for every method), measures the verification cost
 curve (1/2/4/8 tokens in target steps, :func:`bench.tts_bench.verification_cost`), and writes ``run.json`` (speed,
 acceptance, accepted per round, per-pass wall time) and ``codes.npz`` (the sampled codes). ``score`` renders the
 codes with the voice's generator and transcribes them with the Whisper target (as ``bench tts``), chooses θ and L_d
 on the validation split by ``bench tts``'s rule (the fastest PCG setting within one CER point of target-only),
-and writes the result JSON (default ``bench/results/tts_<device>.json``).
+and writes the result JSON (default ``bench/results/gpu/<device>/tts_eager.json``, ``tts_graphs.json`` for
+``run --sampler graphs``, ``tts_graphs_compiled.json`` with ``--compile``).
 
 The device's speeds never mix with the CPU's: the JSON names the device ``run`` saw.
 """
@@ -246,9 +250,10 @@ def score(a) -> int:
               "results": res["splits"]["test"],
               "scored": time.strftime("%Y-%m-%d")}
     slug = "".join(ch if ch.isalnum() else "-" for ch in res["device_name"].lower()).strip("-")
-    if res.get("backend", "").startswith("CUDA graphs"):
-        slug += "_graphs_compiled" if "compile" in res["backend"] else "_graphs"
-    out = Path(a.out or ROOT / "bench" / "results" / f"tts_{slug}.json")
+    backend = res.get("backend", "")
+    name = ("tts_graphs_compiled" if "compile" in backend else "tts_graphs") if "graphs" in backend else "tts_eager"
+    out = Path(a.out or ROOT / "bench" / "results" / "gpu" / slug / f"{name}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     print(f"chosen {chosen}: × {res['splits']['test'][chosen]['speedup_vs_target']} on the test split; wrote {out}")
     return 0

@@ -1177,6 +1177,61 @@ complete turn it misjudges waits for the hard limit (p90 {sec(st["delay_p90_s"])
 (`duplex.end_of_turn = smart_turn`)."""
 
 
+GPU_TTS_BACKENDS = {"tts_eager.json": "torch eager, host-side draws",
+                    "tts_graphs.json": "rounds on the device, CUDA graphs",
+                    "tts_graphs_compiled.json": "rounds on the device, CUDA graphs + torch.compile"}
+
+
+def _gpu_tts(r: Results, label) -> str:
+    """The codec-TTS sampler on each GPU that ``bench gpu-codec-tts`` ran on (bench/results/gpu/<device>/tts_*.json)."""
+    parts = []
+    for dev in sorted(p for p in (r.folder / "gpu").glob("*") if p.is_dir()):
+        files = [f for f in GPU_TTS_BACKENDS if (dev / f).exists()]
+        if not files:
+            continue
+        rows, costs, first = [], [], None
+        for f in files:
+            g = json.loads((dev / f).read_text(encoding="utf-8"))
+            first = first or g
+            chosen = g["selection"]["chosen"]
+            for k, v in g["results"].items():
+                rows.append([GPU_TTS_BACKENDS[f] if k == "ar" else "", bold(label(k) + (" (chosen)" if k == chosen
+                                                                                         else ""), k == chosen),
+                             num(v["speedup_vs_target"]), num(v["tokens_per_s"], 0), num(v["acceptance_rate"]),
+                             num(v["accepted_per_round"]), num(v["cer"], 1), num(v["wer"], 1)])
+            if g.get("verification_cost"):
+                vc = g["verification_cost"]
+                costs.append(f"{GPU_TTS_BACKENDS[f]}: a target pass over 1/2/4/8 tokens costs "
+                             + " / ".join(num(vc["target_ratio"][k]) for k in ("1", "2", "4", "8"))
+                             + f" single-token steps ({num(vc['target_ms']['1'])} ms); a draft step "
+                             f"{num(vc['draft_ratio'])} of a target step")
+            if g.get("round_cost"):
+                rc = g["round_cost"]
+                best = rc.get(chosen) or next(iter(rc.values()))
+                Ls = [L for L in sorted(best["ms"], key=int) if L != "0"]
+                costs.append(f"{GPU_TTS_BACKENDS[f]}: one AR step (pass and draw) takes "
+                             f"{num(rc['ar']['ms']['0'], 3)} ms; "
+                             f"a whole round of {label(chosen)} with L_d = " + "/".join(Ls) + " drafts costs "
+                             + " / ".join(num(best["in_ar_steps"][L]) for L in Ls) + " AR steps")
+        sel = first["selection"]
+        parts.append(f"""#### {first["device"]} (torch {first["torch"]})
+
+{first["sentences"]} held-out sentences of the same test split (the first {first["sentences"]} of the CPU table's),
+temperature {num(first["temperature"], 1)}, the methods taking turns sentence by sentence with the same seed per
+sentence; exact SD and SSD at L_d = 3; θ and L_d of the chosen PCG row picked per backend on {sel["sentences"]}
+validation sentences ({sel["rule"]}). CER is Whisper-base's on the rendered audio, scored on the CPU. Every row of
+each backend is from one run on one card (`bench/results/gpu/{dev.name}/`; `specvoice bench gpu-codec-tts prepare`
+here, `python -m bench.gpu_codec_tts run --device cuda` with `--sampler eager`, `--sampler graphs` or
+`--sampler graphs --compile` there, `specvoice bench gpu-codec-tts score` here).
+
+{table(["backend", "sampler", "× target-only", "codes/s", "acceptance", "accepted per round", "CER %", "WER %"], rows)}
+
+""" + "\n".join(f"* {c}." for c in costs))
+    if not parts:
+        return ""
+    return "### On a GPU\n\n" + "\n\n".join(parts) + "\n"
+
+
 def section_tts(r: Results) -> str:
     st = r("tts_stages")
     before = _asset("assets/codec_tts/stages_before.json")
@@ -1285,6 +1340,7 @@ accepting {num(chosen.get("acceptance_rate"))} of its drafts. On this CPU the 1-
 2048-code head dominate), and inside a run a {t["lookahead"] + 1}-token verification takes {num(pm)} ms against
 {num(ar["pass_ms"]["target"]["1"][1])} ms for a target-only step, plus draft steps of {num(dm)} ms (`pass_ms`).
 
+{_gpu_tts(r, label)}
 ### The codec voice in the assistant
 
 The {len(vcd["files"])} spoken questions of the voice benchmark answered by PredGen through the whole live pipeline
