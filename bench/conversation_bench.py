@@ -32,8 +32,8 @@ streamed with the configured language.
 Each file is played in real time through exactly what ``specvoice transcribe`` runs (``Runtime.transcriber(
 FileSource(...))``, the backend's decodes recorded as in :mod:`bench.asr_stream_bench`), once per method
 (``--methods``: ``default`` = the configuration as loaded, or any method of :data:`bench.asr_stream_bench.METHODS`);
-offline faster-whisper greedy and beam 5 (Whisper base, ``asr_target``) decode every file in the same run. The
-language-ID corpus runs with the first method only.
+offline faster-whisper greedy (temperature 0) and beam 5 (Whisper base, ``asr_target``) decode every file in the
+same run. The language-ID corpus runs with the first method only.
 
 Metrics (per file and method, and pooled): the metrics of :func:`bench.asr_stream_bench.file_metrics` and
 :func:`bench.asr_stream_bench.summarize` — compute ÷ audio, final latency (end of speech → final text) p50/p90,
@@ -249,9 +249,12 @@ class Offline:
 
     def transcribe(self, audio: np.ndarray, beam_size: int, language: str = "en") -> dict:
         """{"text", "segments": [{"start", "end", "text"}]} of float32 16 kHz ``audio`` decoded in ``language``
-        (faster-whisper's defaults otherwise, temperature fallback included: as ``FasterWhisperBackend.transcribe_text``
-        gives bench asr-stream its offline references)."""
-        segs, _ = self.model.transcribe(audio, language=language, beam_size=beam_size, vad_filter=False)
+        (faster-whisper's defaults otherwise). Greedy (``beam_size`` 1) is temperature 0 alone: the default
+        temperature fallback re-decodes a failing window by sampling, which no seed makes repeatable, so a greedy
+        reference with it changed from run to run on the real telephone call; beam 5 keeps the fallback (it
+        repeats)."""
+        kw = {"temperature": 0.0} if beam_size == 1 else {}
+        segs, _ = self.model.transcribe(audio, language=language, beam_size=beam_size, vad_filter=False, **kw)
         segs = [{"start": _r(s.start, 2), "end": _r(s.end, 2), "text": s.text.strip()} for s in segs]
         return {"text": " ".join(s["text"] for s in segs).strip(), "segments": segs}
 
