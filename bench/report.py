@@ -1212,7 +1212,9 @@ def _gpu_tts(r: Results, label) -> str:
                 costs.append(f"{GPU_TTS_BACKENDS[f]}: one AR step (pass and draw) takes "
                              f"{num(rc['ar']['ms']['0'], 3)} ms; "
                              f"a whole round of {label(chosen)} with L_d = " + "/".join(Ls) + " drafts costs "
-                             + " / ".join(num(best["in_ar_steps"][L]) for L in Ls) + " AR steps")
+                             + " / ".join(num(best["in_ar_steps"][L]) for L in Ls) + " AR steps"
+                             + (" (the AR step and the full-length round are compiled; the shorter rounds, which only "
+                                "an utterance's last frames use, are not)" if "compile" in g["backend"] else ""))
         sel = first["selection"]
         parts.append(f"""#### {first["device"]} (torch {first["torch"]})
 
@@ -1756,12 +1758,23 @@ def render_readme_block(results: Results) -> str:
             rows.append([f"codec TTS: codes/s, PCG ({chosen}, chosen on validation) vs target-only",
                          f"target-only: {num(tm['ar']['tokens_per_s'], 0)}/s",
                          f"PCG: {num(pc['speedup_vs_target'], 2)}× (CER {num(pc['cer'], 1)} %)", "tts.json"])
+    for dev in sorted(p for p in (results.folder / "gpu").glob("*") if p.is_dir()):
+        for f, backend in GPU_TTS_BACKENDS.items():
+            if f != "tts_graphs.json" or not (dev / f).exists():
+                continue
+            g = json.loads((dev / f).read_text(encoding="utf-8"))
+            ch = g["selection"]["chosen"]
+            pc, ar = g["results"][ch], g["results"]["ar"]
+            rows.append([f"codec TTS on an {g['device']} ({backend}): codes/s, PCG ({ch}, chosen on validation) "
+                         "vs target-only", f"target-only: {num(ar['tokens_per_s'], 0)}/s (CER {num(ar['cer'], 1)} %)",
+                         f"PCG: {num(pc['speedup_vs_target'], 2)}× (CER {num(pc['cer'], 1)} %)",
+                         f"gpu/{dev.name}/{f}"])
     rows = [[a, b, c_, f"`bench/results/{f}`" if "," not in f else ", ".join(f"`bench/results/{x.strip()}`"
                                                                               for x in f.split(","))]
             for a, b, c_, f in rows]
     cores = results("asr_stream")["config"]["machine"]["cpu_count"]
-    return "\n".join([BEGIN, table([f"measured on a {cores}-core CPU, no GPU", "baseline", "specvoice (default)", "from"],
-                                   rows), END])
+    return "\n".join([BEGIN, table([f"measured on a {cores}-core CPU (no GPU) unless a row names one", "baseline",
+                                    "specvoice (default)", "from"], rows), END])
 
 
 def update_readme(text: str, block: str) -> str:
