@@ -330,6 +330,12 @@ class AsrConfig:
                                         "first words of every decode that hears its audio, and the decode goes on "
                                         "after them (as in one long-form window); off: the decodes transcribe the "
                                         "context again and its words are dropped by their times.")
+    # DTW word times are least reliable at the edge of a pause, where the committed words end; their text is not
+    align_final: bool = setting(True, label="Final words after the committed text",
+                                help="A final decode that hears words already committed (the acoustic context, or "
+                                     "a finished piece) keeps the words after their text where it holds them; off: "
+                                     "the words timed after the committed end (word times are least reliable at that "
+                                     "edge).")
     final_full: bool = setting(True, label="Final text from the whole utterance",
                                help="On: at the end of speech the words still in the buffer come from the latest "
                                     "decode of the whole utterance (it sees all of it); off: whisper_streaming's "

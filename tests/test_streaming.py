@@ -35,6 +35,26 @@ def test_repeated_ngram_after_commit_is_dropped():
     assert [w.text for w in hb.new] == [" what"]
 
 
+def test_a_final_decode_keeps_the_words_after_the_committed_text_even_when_timed_before_its_end():
+    """A decode that re-hears the committed "for Saturday and" times the next word "the" 0.2 s before the committed
+    end: by time alone it is dropped as committed, by the committed tail's text it is new. A repetition the speaker
+    made ("and and") is kept too, and without the tail in the decode the time rule still applies."""
+    committed = [Word(2.0, 2.4, " for"), Word(2.5, 3.0, " Saturday"), Word(3.1, 3.5, " and")]
+    decode = [Word(1.9, 2.3, " for"), Word(2.4, 2.9, " Saturday"), Word(2.95, 3.2, " and"), Word(3.3, 3.5, " the"),
+              Word(3.9, 4.3, " early")]
+    texts = {}
+    for align in (False, True):
+        hb = HypothesisBuffer()
+        hb.committed_in_buffer, hb.last_committed_time = list(committed), 3.5
+        hb.insert(decode, 0.0, align_text=align)
+        texts[align] = [w.text for w in hb.new]
+    assert texts == {False: [" early"], True: [" the", " early"]}
+    hb.insert(decode[:3] + [Word(3.3, 3.5, " and"), Word(3.9, 4.3, " early")], 0.0, align_text=True)
+    assert [w.text for w in hb.new] == [" and", " early"]
+    hb.insert([Word(3.3, 3.5, " the"), Word(3.9, 4.3, " early")], 0.0, align_text=True)
+    assert [w.text for w in hb.new] == [" early"]  # no tail to align with: by time
+
+
 class ScriptedBackend:
     """Replays fixed hypotheses (word lists); checks the processor's bookkeeping, not Whisper."""
 

@@ -155,10 +155,20 @@ class HypothesisBuffer:
         self.new: list[Word] = []
         self.last_committed_time = 0.0
 
-    def insert(self, new: Sequence[Word], offset: float) -> None:
+    def insert(self, new: Sequence[Word], offset: float, align_text: bool = False) -> None:
         """Add a hypothesis (word times relative to the buffer, shifted by ``offset`` seconds); words that end
-        before the last committed time are dropped, as are 1–5-grams repeating the committed tail."""
+        before the last committed time are dropped, as are 1–5-grams repeating the committed tail.
+
+        ``align_text``: when the hypothesis holds the committed tail itself (its last 2–4 words, ending within
+        1 s of the last committed time), the words after that match are the new ones, whatever their times:
+        a decode that re-hears the committed words (acoustic context) places the boundary word times of the
+        alignment least well, and a new word timed a little before the committed end is not dropped."""
         shifted = [Word(w.start + offset, w.end + offset, w.text) for w in new]
+        if align_text:
+            i = self._after_committed_tail(shifted)
+            if i is not None:
+                self.new = shifted[i:]
+                return
         self.new = [w for w in shifted if w.start > self.last_committed_time - 0.1]
         if self.new and abs(self.new[0].start - self.last_committed_time) < 1 and self.committed_in_buffer:
             cn, nn = len(self.committed_in_buffer), len(self.new)
@@ -168,6 +178,22 @@ class HypothesisBuffer:
                 if c == t:
                     del self.new[:i]
                     break
+
+    def _after_committed_tail(self, words: Sequence[Word]) -> int | None:
+        """Index of the first word after the committed tail's match in ``words`` (the longest tail of 4…2
+        words matched; of several matches, the one ending nearest the last committed time, and within 1 s of
+        it), None when there is none."""
+        tail = [_key(w.text) for w in self.committed_in_buffer][-4:]
+        keys = [_key(w.text) for w in words]
+        for k in range(min(len(tail), 4), 1, -1):
+            t = tail[-k:]
+            if not all(t):
+                continue
+            hits = [i for i in range(k, len(keys) + 1) if keys[i - k : i] == t
+                    and abs(words[i - 1].end - self.last_committed_time) < 1.0]
+            if hits:
+                return min(hits, key=lambda i: abs(words[i - 1].end - self.last_committed_time))
+        return None
 
     def flush(self) -> list[Word]:
         """Commit the agreeing prefix of ``new`` and ``buffer``; ``new`` becomes the buffer."""
@@ -397,7 +423,7 @@ class OnlineASRProcessor:
                  context_words: Sequence[Word] = (), committed_until: float | None = None,
                  final_full: bool = True, final_piece_s: float = 0.0, trim_latest: bool = True,
                  trim_overlap_s: float = 0.0, session_language: SessionLanguage | None = None,
-                 context_prefix: bool = False):
+                 context_prefix: bool = False, align_final: bool = False):
         """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
         buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
         never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
@@ -430,6 +456,9 @@ class OnlineASRProcessor:
         self.final_full = final_full
         self.trim_latest = trim_latest
         self.left_words: list[Word] = []  # the final words of the audio that left the buffer at trims
+        # the final decodes tell their new words from the committed ones by the committed tail's text where they
+        # hold it (HypothesisBuffer.insert ``align_text``), else by time and n-gram
+        self.align_final = bool(align_final)
         self.context_words = list(context_words)
         self.context_prefix = bool(context_prefix and self.context_words and _takes(backend.transcribe, "prefix"))
         # the words a decode's new words are told apart from by time and n-gram (none when the context is a prefix)
@@ -572,7 +601,7 @@ class OnlineASRProcessor:
         h = HypothesisBuffer()
         h.last_committed_time = max(self.context_end, self.whole_offset)
         h.committed_in_buffer = (self._dedup_words + self.final_words)[-5:]
-        h.insert(res.words, self.whole_offset)
+        h.insert(res.words, self.whole_offset, align_text=self.align_final)
         self.updates.append(UpdateStats(time.perf_counter() - t0, len(audio) / SAMPLE_RATE, 0,
                                         {**res.stats, "whole": True}))
         self.whole_decodes += 1
@@ -808,7 +837,7 @@ class OnlineASRProcessor:
         h = HypothesisBuffer()
         h.last_committed_time = max(self.context_end, self.buffer_time_offset, self.left_until)
         h.committed_in_buffer = (self._dedup_words + self._before_buffer())[-5:]
-        h.insert(self._last_full, 0.0)
+        h.insert(self._last_full, 0.0, align_text=self.align_final)
         return list(h.new)
 
     @property
