@@ -1575,8 +1575,8 @@ Offline: {offl}.
 
 The streaming transcript of disfluent, multi-voice speech (hesitation pauses mid-sentence, fillers, restarts,
 backchannels, overlaps; clean, reverberant, babble and telephone-band versions of the same dialogues) and of real
-recordings, against the text and against offline Whisper (greedy and beam 5 in the same run); fillers are removed
-from both sides before scoring. *Final* is the text of each utterance when its end of speech is confirmed; *revised*
+recordings, against the text and against offline Whisper (greedy at temperature 0 and beam 5, in the same run);
+fillers are removed from both sides before scoring. *Final* is the text of each utterance when its end of speech is confirmed; *revised*
 is the text after the second pass (`asr.revise_max_s`) re-decoded consecutive utterances together (Whisper's own
 timestamped decoding, `asr.revise_timestamps`; a window cut by its length starts `asr.revise_context_s` earlier, as
 acoustic context). Played {mode}; faster-whisper {cfg["versions"]["faster_whisper"]} on
