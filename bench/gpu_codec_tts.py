@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+# what ``score`` writes under bench/results/gpu/<device>/, by the run's sampler
+OUTPUTS = {"eager": "tts_eager.json", "graphs": "tts_graphs.json", "graphs_compiled": "tts_graphs_compiled.json"}
 GRID_THETAS = (0.42, 0.5, 0.6)
 GRID_LOOKAHEADS = (2, 3, 4)
 
@@ -251,8 +253,8 @@ def score(a) -> int:
               "scored": time.strftime("%Y-%m-%d")}
     slug = "".join(ch if ch.isalnum() else "-" for ch in res["device_name"].lower()).strip("-")
     backend = res.get("backend", "")
-    name = ("tts_graphs_compiled" if "compile" in backend else "tts_graphs") if "graphs" in backend else "tts_eager"
-    out = Path(a.out or ROOT / "bench" / "results" / "gpu" / slug / f"{name}.json")
+    kind = ("graphs_compiled" if "compile" in backend else "graphs") if "graphs" in backend else "eager"
+    out = Path(a.out or ROOT / "bench" / "results" / "gpu" / slug / OUTPUTS[kind])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     print(f"chosen {chosen}: × {res['splits']['test'][chosen]['speedup_vs_target']} on the test split; wrote {out}")

@@ -29,6 +29,7 @@ so a captured graph serves every round of every utterance. The draft is the targ
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -75,6 +76,7 @@ class DeviceRoundSampler:
         self.method = method
         self.bias = float(bias) if method == "ssd" else 0.0
         self.use_graphs = (self.device.type == "cuda") if graphs is None else bool(graphs)
+        self._lock = threading.Lock()  # one utterance at a time: the buffers and graphs are this sampler's state
         self.compile = bool(compile)
         self._compiled: dict = {}
         if compile:  # every sampler and length is its own compiled variant
@@ -284,6 +286,10 @@ class DeviceRoundSampler:
             (int64 codes (n_frames,), stats: tokens, seconds, rounds, drafted, accepted, accepted_lengths,
             target/draft passes).
         """
+        with self._lock:
+            return self._sample(cond, seed)
+
+    def _sample(self, cond: np.ndarray, seed) -> tuple[np.ndarray, V.SpecStats]:
         from tts.codec_lm import cond_embedding
 
         torch = self.torch
