@@ -70,6 +70,29 @@ def prepare(a) -> int:
     return 0
 
 
+COUNTERS = ("tokens", "seconds", "rounds", "drafted", "accepted", "target_passes", "draft_passes")  # SpecStats
+
+
+def _summarise(agg: dict) -> dict:
+    """Add each method's rates to its summed counters (in place; returns ``agg``): codes/s, × target-only
+    (``agg["ar"]``'s seconds over the method's), acceptance rate and accepted drafts per round."""
+    for r in agg.values():
+        r["tokens_per_s"] = round(r["tokens"] / r["seconds"], 1)
+        r["speedup_vs_target"] = round(agg["ar"]["seconds"] / r["seconds"], 3)
+        r["acceptance_rate"] = round(r["accepted"] / r["drafted"], 4) if r["drafted"] else None
+        r["accepted_per_round"] = round(r["accepted"] / r["rounds"], 3) if r["rounds"] else None
+    return agg
+
+
+def _write(out: dict, codes: dict, inp: Path) -> int:
+    """Write ``run.json`` and ``codes.npz`` into ``inp`` and print the test split's rows."""
+    (inp / "run.json").write_text(json.dumps(out, indent=1))
+    np.savez_compressed(inp / "codes.npz", **codes)
+    print(json.dumps(out["splits"]["test"], indent=1))
+    print(f"wrote {inp / 'run.json'} and {inp / 'codes.npz'}")
+    return 0
+
+
 def _conditioning(z, split: str, n: int) -> list[np.ndarray]:
     from tts.codec_lm import frame_conditioning
 
@@ -116,8 +139,7 @@ def run(a) -> int:
     for split, conds in conds_of.items():
         if conds:  # warm the device (kernels, allocator) on the first sentence, untimed
             ar_generate(lm, conds[0][:32], np.random.default_rng(0), T)
-        agg = {m: {"tokens": 0, "seconds": 0.0, "rounds": 0, "drafted": 0, "accepted": 0, "target_passes": 0,
-                   "draft_passes": 0} for m in methods}
+        agg = {m: dict.fromkeys(COUNTERS, 0) for m in methods}
         for i, c in enumerate(conds):
             for m in methods:
                 rng = np.random.default_rng([a.seed, i])
@@ -132,28 +154,19 @@ def run(a) -> int:
                         acc = steps[m]
                     toks, st = speculative_generate(lm, c, rng, acc, L, T)
                 codes[f"{split}_{i}_{m}"] = toks.astype(np.int16)
-                for k in agg[m]:
+                for k in COUNTERS:
                     agg[m][k] += getattr(st, k)
             out["sentences"][split] = i + 1
             print(f"{split} {i + 1}/{len(conds)} ({time.perf_counter() - t_start:.0f} s)", flush=True)
             if a.max_seconds and split == "test" and time.perf_counter() - t_start > a.max_seconds:
                 print(f"stopping after {i + 1} test sentences: --max-seconds {a.max_seconds} spent", flush=True)
                 break
-        for m, r in agg.items():
-            r["tokens_per_s"] = round(r["tokens"] / r["seconds"], 1)
-            r["speedup_vs_target"] = round(agg["ar"]["seconds"] / r["seconds"], 3)
-            r["acceptance_rate"] = round(r["accepted"] / r["drafted"], 4) if r["drafted"] else None
-            r["accepted_per_round"] = round(r["accepted"] / r["rounds"], 3) if r["rounds"] else None
-        out["splits"][split] = agg
+        out["splits"][split] = _summarise(agg)
     from bench.tts_bench import verification_cost
 
     longest = max(conds_of["test"][: out["sentences"]["test"]], key=len)
     out["verification_cost"] = verification_cost(lm, longest, backend="torch" if a.device != "cpu" else "onnx")
-    (inp / "run.json").write_text(json.dumps(out, indent=1))
-    np.savez_compressed(inp / "codes.npz", **codes)
-    print(json.dumps(out["splits"]["test"], indent=1))
-    print(f"wrote {inp / 'run.json'} and {inp / 'codes.npz'}")
-    return 0
+    return _write(out, codes, inp)
 
 
 def _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp) -> int:
@@ -180,8 +193,7 @@ def _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp) -> int:
     t_start = time.perf_counter()
     out["sentences"], codes = {}, {}
     for split, conds in conds_of.items():
-        agg = {m: {"tokens": 0, "seconds": 0.0, "rounds": 0, "drafted": 0, "accepted": 0, "target_passes": 0,
-                   "draft_passes": 0} for m in methods}
+        agg = {m: dict.fromkeys(COUNTERS, 0) for m in methods}
         if split == "val":  # capture every sampler's graphs and warm them on a short prefix, untimed
             for m, s in samplers.items():
                 try:
@@ -198,26 +210,18 @@ def _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp) -> int:
             for m in methods:
                 toks, st = samplers[m].sample(c, [a.seed, i])
                 codes[f"{split}_{i}_{m}"] = toks.astype(np.int16)
-                for k in agg[m]:
+                for k in COUNTERS:
                     agg[m][k] += getattr(st, k)
             out["sentences"][split] = i + 1
             print(f"{split} {i + 1}/{len(conds)} ({time.perf_counter() - t_start:.0f} s)", flush=True)
-        for m, r in agg.items():
-            r["tokens_per_s"] = round(r["tokens"] / r["seconds"], 1)
-            r["speedup_vs_target"] = round(agg["ar"]["seconds"] / r["seconds"], 3)
-            r["acceptance_rate"] = round(r["accepted"] / r["drafted"], 4) if r["drafted"] else None
-            r["accepted_per_round"] = round(r["accepted"] / r["rounds"], 3) if r["rounds"] else None
+        for m, r in _summarise(agg).items():
             r["capture_s"] = round(samplers[m].capture_s, 3)
         out["splits"][split] = agg
     longest = max(conds_of["test"], key=len)
     out["round_cost"] = {m: samplers[m].round_cost(longest) for m in methods if m.startswith("pcg") or m == "sd"}
     out["round_cost"]["ar"] = samplers["ar"].round_cost(longest)
-    (inp / "run.json").write_text(json.dumps(out, indent=1))
-    np.savez_compressed(inp / "codes.npz", **codes)
-    print(json.dumps(out["splits"]["test"], indent=1))
     print(json.dumps(out["round_cost"], indent=1))
-    print(f"wrote {inp / 'run.json'} and {inp / 'codes.npz'}")
-    return 0
+    return _write(out, codes, inp)
 
 
 def score(a) -> int:

@@ -185,7 +185,7 @@ class HypothesisBuffer:
         it), None when there is none."""
         tail = [_key(w.text) for w in self.committed_in_buffer][-4:]
         keys = [_key(w.text) for w in words]
-        for k in range(min(len(tail), 4), 1, -1):
+        for k in range(len(tail), 1, -1):
             t = tail[-k:]
             if not all(t):
                 continue

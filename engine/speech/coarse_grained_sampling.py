@@ -348,6 +348,7 @@ class CodecTTS:
         self.rng = np.random.default_rng(seed)
         self.groups = self.groups_for(theta)
         self.last_stats: V.SpecStats | None = None
+        self._device_samplers: dict = {}  # (method, θ, L_d, T) → DeviceRoundSampler, for an LM off the CPU
 
     def phoneme_ids(self, text: str) -> list[np.ndarray]:
         """Per sentence, Piper's phoneme ids (int64)."""
@@ -370,14 +371,12 @@ class CodecTTS:
         if method == "ar":
             return ar_generate(self.lm, cond, self.rng, self.temperature, self.threads)
         if method == "pcg":
-            G = self.groups if theta is None or theta == self.theta else self.groups_for(theta)
+            G = self._groups_at(theta)
             acc = lambda x, p, q, rng: V.pcg_step(x, p, q, G, rng)  # noqa: E731
         elif method == "sd":
             acc = lambda x, p, q, rng: V.sd_step(x, p, q, rng)  # noqa: E731
-        elif method == "ssd":
+        else:  # "ssd"
             acc = lambda x, p, q, rng: V.sd_step(x, p, q, rng, bias=0.3)  # noqa: E731
-        else:
-            raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
         return speculative_generate(self.lm, cond, self.rng, acc, self.lookahead, self.temperature, self.threads)
 
     def device_sampler(self, method: str, theta: float | None = None):
@@ -387,15 +386,19 @@ class CodecTTS:
 
         theta = self.theta if theta is None else theta
         key = (method, theta if method == "pcg" else None, self.lookahead, self.temperature)
-        cache = self.__dict__.setdefault("_device_samplers", {})
-        if key not in cache:
-            G = (self.groups if theta == self.theta else self.groups_for(theta)) if method == "pcg" else None
-            cache[key] = DeviceRoundSampler(self.lm, self.temperature, self.lookahead, method, groups=G, bias=0.3)
-        return cache[key]
+        if key not in self._device_samplers:
+            G = self._groups_at(theta) if method == "pcg" else None
+            self._device_samplers[key] = DeviceRoundSampler(self.lm, self.temperature, self.lookahead, method,
+                                                            groups=G, bias=0.3)
+        return self._device_samplers[key]
 
     def code_embeddings(self) -> np.ndarray:
         """Emb_q for Eq. 1 (:meth:`tts.codec_lm.CodecVoice.code_embeddings`)."""
         return self.voice.code_embeddings()
+
+    def _groups_at(self, theta: float | None) -> AcousticGroups:
+        """This engine's groups for θ = None or its own θ, else :meth:`groups_for`."""
+        return self.groups if theta is None or theta == self.theta else self.groups_for(theta)
 
     def groups_for(self, theta: float) -> AcousticGroups:
         """Eq. 1 groups from the target's code embeddings at θ (cached on disk)."""

@@ -93,7 +93,6 @@ class DeviceRoundSampler:
             n_t = mem.sum(0)  # N(t)
             self.W = (mem / n_t).to(self.device)  # w_{k,t} (Eq. 3 equal split), (M, V)
             self.memT = mem.t().contiguous().to(self.device)  # (V, M): S(t) rows
-            self.N = n_t.to(self.device)
         self._alloc(capacity)
 
     # ------------------------------------------------------------------------------------------- buffers
