@@ -59,6 +59,8 @@ class ArraySource(AudioSource):
                  trailing_silence_s: float = 1.0):
         super().__init__()
         self.audio = np.asarray(audio, np.float32)
+        # the recording's own length, seconds (the padding below is not part of it)
+        self.recorded_s = len(self.audio) / SAMPLE_RATE
         if trailing_silence_s > 0:  # lets the VAD see the end of the last utterance, like a real pause
             self.audio = np.concatenate([self.audio, np.zeros(int(trailing_silence_s * SAMPLE_RATE), np.float32)])
         self.block = max(1, int(block_s * SAMPLE_RATE))

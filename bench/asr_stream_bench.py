@@ -113,6 +113,8 @@ METHODS: dict[str, dict] = {
     "ar_revise_context4": {"asr": {"method": "ar", "revise_context_s": 4.0}},
     # the final decodes tell new words from committed ones by time and n-gram alone (asr.align_final off)
     "ar_align_time": {"asr": {"method": "ar", "align_final": False}},
+    # the second pass decodes chains of utterances a pause completes, not the stream's offline 30 s windows
+    "ar_revise_chains": {"asr": {"method": "ar", "revise_mode": "chains"}},
 }
 DEFAULT_METHODS = ["ar", "ar_final_beam5", "ar_piece20", "ar_trim_committed", "ar_no_overlap", "ssd",
                    "ssd_lossless", "specasr", "ar_padded"]
@@ -120,7 +122,7 @@ BASELINE = "ar_padded"
 # the AR baseline with the same encoder window
 AR_OF = {
     "ar_no_overlap": "ar", "ar_context_prefix": "ar", "ar_revise_no_timestamps": "ar", "ar_revise_context4": "ar",
-    "ar_align_time": "ar",
+    "ar_align_time": "ar", "ar_revise_chains": "ar",
     "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6",
     "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar",
     "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar",

@@ -426,25 +426,33 @@ class AsrConfig:
                                      help="SpecASR §IV-A: longest draft.")
     specasr_tree: bool = setting(True, label="SpecASR sparse tree",
                                  help="SpecASR §IV-C: two-pass sparse token tree on/off.")
-    # Second pass and language identification (engine/asr/streaming.py SecondPass, SessionLanguage)
+    # Second pass and language identification (engine/asr/streaming.py OfflineWindowPass, SecondPass,
+    # SessionLanguage)
     revise_max_s: float = setting(24.0, label="Second pass window", unit="s", range=(0.0, 28.0),
-                                  help="Re-decode up to this much audio of consecutive utterances in one window while "
-                                       "the process is idle and revise their text (a RevisedTranscript event); "
-                                       "0 = off, else at least 4 s.")
+                                  help="Re-decode finished speech while the process is idle and revise its text (a "
+                                       "RevisedTranscript event); 0 = off, else at least 4 s: with revise_mode = "
+                                       "chains, the longest chain of utterances decoded in one window.")
+    revise_mode: str = setting("offline", label="Second pass: windows", choices=("offline", "chains"),
+                               help="offline = the stream re-decoded in consecutive 30 s windows exactly as offline "
+                                    "Whisper moves through a recording (each window once its audio has been heard; "
+                                    "revisions come up to about 30 s after the speech); chains = consecutive "
+                                    "utterances decoded together once a pause completes them (sooner, further from "
+                                    "an offline decode).")
     # decoded without timestamps, whole development conversations came out 1.5x further from offline beam 5 than
     # Whisper's own timestamped decode of the same audio (which is what offline greedy runs)
     revise_timestamps: bool = setting(True, label="Second pass: Whisper's timestamped decoding",
-                                      help="The second pass decodes its windows as offline Whisper does "
-                                           "(faster-whisper: timestamp tokens, word timestamps); off: the live "
-                                           "decoder's way (no timestamp tokens, the current text verified as a "
-                                           "draft: cheaper, further from an offline decode).")
+                                      help="revise_mode = chains: the second pass decodes its chains as offline "
+                                           "Whisper does (faster-whisper: timestamp tokens, word timestamps); off: "
+                                           "the live decoder's way (no timestamp tokens, the current text verified "
+                                           "as a draft: cheaper, further from an offline decode).")
     revise_gap_s: float = setting(2.0, label="Second pass: longest pause", unit="s", range=(0.1, 10.0),
-                                  help="Longest pause between two utterances that the second pass decodes together.")
+                                  help="revise_mode = chains: longest pause between two utterances the second pass "
+                                       "decodes together.")
     # 8 s revised development conversations closer to offline Whisper than 4 s, against beam 5 and the text
     revise_context_s: float = setting(8.0, label="Second pass: acoustic context", unit="s", range=(0.0, 20.0),
-                                      help="A chain of utterances cut by the window length: the next window starts "
-                                           "up to this much audio before its first utterance, from a word start "
-                                           "(those words are context, never revised).")
+                                      help="revise_mode = chains: a chain cut by the window length: the next "
+                                           "window starts up to this much audio before its first utterance, from a "
+                                           "word start (those words are context, never revised).")
     revise_idle_cores: float = setting(0.5, label="Second pass: idle below", unit="cores", range=(0.05, 16.0),
                                        help="The second pass waits until the process used less CPU than this over "
                                             "0.3 s (no answer or caption being computed).")

@@ -42,8 +42,8 @@ from audio.vad import StreamingVAD
 from engine.core.cpu import ASR
 from engine.core.events import (CommittedWords, Error, FinalTranscript, PartialTranscript, RevisedTranscript,
                                 SpeechEnded, SpeechStarted, TurnDecision)
-from engine.asr.streaming import (ASRBackend, OnlineASRProcessor, SecondPass, SessionLanguage, SpokenUtterance,
-                                  join_words)
+from engine.asr.streaming import (ASRBackend, OfflineWindowPass, OnlineASRProcessor, SecondPass, SessionLanguage,
+                                  SpokenUtterance, join_words)
 
 SAMPLE_RATE = 16000
 
@@ -247,8 +247,12 @@ class StreamingTranscriber:
             (:meth:`engine.asr.streaming.HypothesisBuffer.insert` ``align_text``); False = by time and n-gram.
         session_language: ``asr.language = "auto"``: the session's language identification with hysteresis
             (:class:`engine.asr.streaming.SessionLanguage`); None = the backend's fixed language.
-        revise_max_s: > 0: the second pass (:class:`engine.asr.streaming.SecondPass`) re-decodes up to this many
-            seconds of consecutive utterances in one window and emits :class:`RevisedTranscript`; 0 = off.
+        revise_max_s: > 0: a second pass re-decodes finished utterances and emits :class:`RevisedTranscript`;
+            0 = off. With ``revise_mode`` "chains", the longest chain of consecutive utterances decoded in one window
+            (:class:`engine.asr.streaming.SecondPass`), seconds.
+        revise_mode: "offline": the stream re-decoded in 30 s windows as offline Whisper moves through a recording
+            (:class:`engine.asr.streaming.OfflineWindowPass`; needs a ``transcribe_window`` backend); "chains":
+            chains of utterances a pause completes (:class:`engine.asr.streaming.SecondPass`).
         revise_gap_s: longest pause between two utterances the second pass decodes together, seconds.
         revise_context_s: acoustic context a second-pass window cut by its length gets from the previous one, seconds.
         revise_idle_cores: the second pass runs between utterances once the process used less CPU than this many
@@ -268,11 +272,14 @@ class StreamingTranscriber:
                  final_piece_s: float = 0.0, trim_latest: bool = True, trim_overlap_s: float = 0.0,
                  session_language: SessionLanguage | None = None, revise_max_s: float = 0.0,
                  revise_gap_s: float = 2.0, revise_idle_cores: float = 0.5, revise_context_s: float = 8.0,
-                 revise_backend: ASRBackend | Callable[[], ASRBackend] | None = None):
+                 revise_backend: ASRBackend | Callable[[], ASRBackend] | None = None, revise_mode: str = "chains"):
         self.source = source
         self.session_language = session_language
-        self.second = SecondPass(None, revise_max_s, revise_gap_s, left_s=revise_context_s) \
-            if revise_max_s > 0 else None
+        if revise_mode not in ("offline", "chains"):
+            raise ValueError(f"revise_mode must be 'offline' or 'chains', not {revise_mode!r}")
+        self.second = None if revise_max_s <= 0 else (
+            OfflineWindowPass(None) if revise_mode == "offline"
+            else SecondPass(None, revise_max_s, revise_gap_s, left_s=revise_context_s))
         self._revise_backend = revise_backend or backend
         self.revise_idle_cores = revise_idle_cores
         self._history: collections.deque[AudioBlock] = collections.deque()  # audio the second pass may decode
@@ -618,10 +625,15 @@ class StreamingTranscriber:
         lock held."""
         if job is None:
             return np.zeros(0, np.float32), 0.0
-        blocks = [b for b in self._history if b.t_end > job.window[0] and b.t_start < job.window[1]]
+        end = getattr(job, "audio_end", job.window[1])  # an offline window also hears the audio after it
+        blocks = [b for b in self._history if b.t_end > job.window[0] and b.t_start < end]
         if not blocks:
             return np.zeros(0, np.float32), job.window[0]
-        return np.concatenate([b.samples for b in blocks]), blocks[0].t_start
+        audio, t0 = np.concatenate([b.samples for b in blocks]), blocks[0].t_start
+        recorded = getattr(self.source, "recorded_s", None)  # a file's end: not the silence added after it
+        if recorded is not None and t0 + len(audio) / SAMPLE_RATE > recorded:
+            audio = audio[: max(0, int(round((recorded - t0) * SAMPLE_RATE)))]
+        return audio, t0
 
     def _revise_worker(self) -> None:
         """The revise thread (a real-time source): waits until a chain is complete, no utterance is open and the

@@ -114,7 +114,8 @@ class Runtime:
                                     revise_max_s=a.revise_max_s, revise_gap_s=a.revise_gap_s,
                                     revise_context_s=a.revise_context_s,
                                     revise_idle_cores=a.revise_idle_cores,
-                                    revise_backend=self.revise_backend if a.revise_max_s > 0 else None)
+                                    revise_backend=self.revise_backend if a.revise_max_s > 0 else None,
+                                    revise_mode=a.revise_mode)
 
     def revise_backend(self):
         """The second pass's decoder (``asr.revise_max_s``): greedy AR on the padded 30 s window, as an offline
@@ -131,7 +132,7 @@ class Runtime:
             from engine.devices import device_setting, resolve_device
 
             dev = resolve_device(device_setting(self.cfg, "asr"), "asr", "ctranslate2")
-            if a.revise_timestamps:
+            if a.revise_timestamps or a.revise_mode == "offline":
                 return FasterWhisperBackend(self.model(a.model_role).path, device=dev, compute_type=a.compute_type,
                                             cpu_threads=a.cpu_threads, language=a.language,
                                             guard=self.decode_guard())
@@ -140,7 +141,8 @@ class Runtime:
                            cpu_threads=a.cpu_threads, language=a.language, window=padded)
             return SSDCT2Backend(m, speculate=False, window=padded, guard=self.decode_guard())
 
-        return self._get(f"asr:revise:{a.model_role}:{a.language}:{a.revise_timestamps}:{self.decode_guard()}", build)
+        return self._get(f"asr:revise:{a.model_role}:{a.language}:{a.revise_timestamps or a.revise_mode == 'offline'}:"
+                         f"{self.decode_guard()}", build)
 
     def window_policy(self):
         """The encoder window of ``asr.encoder_window`` / ``encoder_margin_s`` / ``encoder_min_s``."""

@@ -200,15 +200,17 @@ def test_jfk_is_not_made_worse_by_the_second_pass(rt, jfk_path):
 
 @pytest.mark.parametrize("timestamps", [True, False])
 def test_the_second_pass_decodes_as_offline_whisper_by_default(rt, jfk_audio, timestamps):
-    """``asr.revise_timestamps`` (default on): the second pass's decoder is faster-whisper's own timestamped decode
-    (what an offline transcript runs); off, the live decoder without timestamp tokens. Both give jfk's text, in the
+    """``asr.revise_timestamps`` (default on; ``asr.revise_mode = "offline"`` always): the second pass's decoder is
+    faster-whisper's own timestamped decode (what an offline transcript runs); off with ``chains``, the live decoder
+    without timestamp tokens. Both give jfk's text, in the
     language asked for, and judge a decode of noise doubtful or silent (it revises nothing)."""
     from engine.asr.ctc_self_speculative import SSDCT2Backend
     from engine.asr.streaming import FasterWhisperBackend
 
     cfg = rt.cfg
     assert cfg.asr.revise_timestamps
-    rt.cfg = dataclasses.replace(cfg, asr=dataclasses.replace(cfg.asr, revise_timestamps=timestamps))
+    rt.cfg = dataclasses.replace(cfg, asr=dataclasses.replace(cfg.asr, revise_timestamps=timestamps,
+                                                              revise_mode="offline" if timestamps else "chains"))
     try:
         be = rt.revise_backend()
     finally:
