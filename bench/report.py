@@ -1515,13 +1515,15 @@ def section_conversation(r: Results) -> str:
         for m, x in ml["per_method"].items():
             for k, v in x["parts"].items():
                 mrows.append([m, k, num(x.get("language_accuracy"), 2), num(v.get("stream_wer_vs_beam5"), 3),
+                              num(v.get("stream_wer_vs_beam5_revised"), 3),
                               num(v.get("offline_greedy_wer_vs_beam5"), 3)])
         parts.append(f"""#### English → German read text (`{ml["file"]}`)
 
 Language of each utterance as identified (`asr.language=auto`) and WER against offline beam 5 decoded in each part's
 language:
 
-{table(["method", "part", "utterances' language right", "stream WER vs beam 5", "offline greedy vs beam 5"], mrows)}""")
+{table(["method", "part", "utterances' language right", "final WER vs beam 5", "revised WER vs beam 5",
+        "offline greedy vs beam 5"], mrows)}""")
     li = d.get("langid")
     if li:
         off = li.get("offline", {})
@@ -1576,10 +1578,11 @@ Offline: {offl}.
 The streaming transcript of disfluent, multi-voice speech (hesitation pauses mid-sentence, fillers, restarts,
 backchannels, overlaps; clean, reverberant, babble and telephone-band versions of the same dialogues) and of real
 recordings, against the text and against offline Whisper (greedy at temperature 0 and beam 5, in the same run);
-fillers are removed from both sides before scoring. *Final* is the text of each utterance when its end of speech is confirmed; *revised*
-is the text after the second pass (`asr.revise_max_s`) re-decoded consecutive utterances together (Whisper's own
-timestamped decoding, `asr.revise_timestamps`; a window cut by its length starts `asr.revise_context_s` earlier, as
-acoustic context). Played {mode}; faster-whisper {cfg["versions"]["faster_whisper"]} on
+fillers are removed from both sides before scoring. *Final* is the text of each utterance when its end of speech
+is confirmed; *revised* is the text after the second pass (`asr.revise_mode`: `offline` re-decodes the stream in
+consecutive 30 s windows from Whisper's seek position, as offline Whisper moves through a recording, once each
+window's audio has been heard and at the end of the stream; `chains` re-decodes consecutive utterances together once a
+pause completes them). Played {mode}; faster-whisper {cfg["versions"]["faster_whisper"]} on
 {cfg["machine"]["cpu_count"]} cores.
 
 {produced_by("conversation.json")}
