@@ -251,6 +251,7 @@ class Live:
                               f"{e.strerror or e}") from None
         self.transcriber = None
         self.t_end: dict[int, tuple[float, float]] = {}  # utterance → (t_start, t_end) on the session clock
+        self.texts: dict[int, str] = {}  # utterance → its text, revisions applied
 
     def append_text(self, name: str, text: str) -> None:
         """Append ``text`` to ``OUT/name`` (UTF-8), after it was journaled."""
@@ -312,10 +313,14 @@ def _run_transcriber(args, cfg, rt, live: Live, on_event, printer, abort: thread
                                   language=ev.language)
                 live.append_text(f"{args.cmd}-transcript.txt",
                                  f"[{offset + ev.t_start:.2f}-{offset + ev.t_end:.2f}] {ev.text}\n")
+            live.texts[ev.utterance] = ev.text
             printer.line(f"you: {ev.text}")
         elif isinstance(ev, RevisedTranscript):  # the second pass: journaled (the exports show it), then shown
             live.session.revision(ev.utterances, ev.texts, ev.t_start, ev.t_end, ev.language)
-            printer.line(f"you (revised): {ev.text}")
+            live.texts.update(zip(ev.utterances, ev.texts))
+            # the span it revised, unchanged utterances inside it included, so the line reads as what was said
+            span = range(min(ev.utterances), max(ev.utterances) + 1) if ev.utterances else range(0)
+            printer.line(f"you (revised): {' '.join(live.texts[i] for i in span if live.texts.get(i)) or ev.text}")
         elif isinstance(ev, Backlog):
             printer.line("(speech recognition is back in step)" if ev.caught_up else
                          f"(speech recognition is {ev.behind_s:.1f} s behind; catching up, no audio is dropped)")

@@ -35,6 +35,10 @@ def test_transcribe_prints_live_events_and_writes_report(tmp_path, jfk_path):
     assert all(u["eos_to_final_s"] is not None and u["eos_to_final_s"] >= 0 for u in asr["utterances"])
     lines = (tmp_path / "transcribe-transcript.txt").read_text().splitlines()
     assert len(lines) == len(asr["utterances"])
+    # a revision is shown as the span it revised (unchanged utterances inside it included): a part of the text
+    for line in r.stdout.splitlines():
+        if "you (revised):" in line:
+            assert NORM(line.split("you (revised):", 1)[1]) in NORM(asr["revised_text"]), line
 
 
 def test_assist_on_embedded_question_speaks_an_answer(tmp_path, small_gguf):
