@@ -253,8 +253,9 @@ class StreamingTranscriber:
         revise_mode: "offline": the stream re-decoded in 30 s windows as offline Whisper moves through a recording
             (:class:`engine.asr.streaming.OfflineWindowPass`; needs a ``transcribe_window`` backend); "chains":
             chains of utterances a pause completes (:class:`engine.asr.streaming.SecondPass`).
-        revise_gap_s: longest pause between two utterances the second pass decodes together, seconds.
-        revise_context_s: acoustic context a second-pass window cut by its length gets from the previous one, seconds.
+        revise_gap_s: "chains": longest pause between two utterances the second pass decodes together, seconds.
+        revise_context_s: "chains": acoustic context a second-pass window cut by its length gets from the previous
+            one, seconds.
         revise_idle_cores: the second pass runs between utterances once the process used less CPU than this many
             cores over 0.3 s (an answer or a caption being computed is not slowed by it); a source that is not
             real time (a file read as fast as it is consumed) never waits.
@@ -636,9 +637,10 @@ class StreamingTranscriber:
         return audio, t0
 
     def _revise_worker(self) -> None:
-        """The revise thread (a real-time source): waits until a chain is complete, no utterance is open and the
-        process is idle, then decodes it at nice +10 on the second pass's own decoder; at the end of the source it
-        decodes what is still due (not after :meth:`stop`)."""
+        """The revise thread (a real-time source): waits until a decode is due (a chain is complete, or an offline
+        window's audio has been heard), no utterance is open and the process is idle, then decodes it at nice +10 on
+        the second pass's own decoder; at the end of the source it decodes what is still due (not after
+        :meth:`stop`)."""
         try:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         except (AttributeError, OSError):
