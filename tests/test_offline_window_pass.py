@@ -9,21 +9,13 @@ import jiwer
 import numpy as np
 import pytest
 
-from engine.asr.streaming import BackendResult, OfflineWindowPass, SpokenUtterance
+from engine.asr.streaming import BackendResult, OfflineWindowPass
 from engine.core.events import FinalTranscript, RevisedTranscript, Word
 
 from .conftest import ROOT
+from .test_asr_context import U, W
 
 HESITATION = ROOT / "tests" / "data" / "hesitation_en.flac"
-
-
-def W(text, t0, step=0.4):
-    return [Word(t0 + i * step, t0 + i * step + 0.3, " " + w) for i, w in enumerate(text.split())]
-
-
-def U(index, text, t0, step=0.4, language="en"):
-    words = W(text, t0, step)
-    return SpokenUtterance(index, t0, words[-1].end if words else t0, words, language)
 
 
 class ScriptedWindows:

@@ -108,36 +108,8 @@ class FasterWhisperBackend:
         temperature 0, timestamp tokens, word timestamps). ``language``: an ISO 639-1 code for this call (None = the
         backend's). Returns words (seconds from the start of ``audio``), segment ends and ``stats``: ``tokens``,
         ``language``, ``avg_logprob`` (token-weighted over the segments), ``doubtful`` (fails :attr:`guard`)."""
-        lang = language if isinstance(language, str) and language and self.model.model.is_multilingual \
-            else self.language
-        segments, info = self.model.transcribe(
-            audio, language=lang, beam_size=self.beam_size, initial_prompt=prompt or None,
-            word_timestamps=True, condition_on_previous_text=True, vad_filter=False, temperature=0.0,
-        )
-        eot = self.model.hf_tokenizer.token_to_id("<|endoftext|>")
-        words, ends, tokens, nsp = [], [], [], []
-        lp_sum = 0.0  # the segments' mean log-probs weighted by their token counts
-        n_tok = 0
-        for s in segments:
-            tokens += [t for t in s.tokens if t < eot]  # text tokens (no timestamps)
-            lp_sum += float(s.avg_logprob) * len(s.tokens)
-            n_tok += len(s.tokens)
-            nsp.append(float(s.no_speech_prob))
-            ends.append(float(s.end))
-            for w in s.words or []:
-                words.append(Word(float(w.start), float(w.end), w.word))
-        # the language decoded in (identified by faster-whisper under "auto"): a prompt in another one is not kept
-        stats = {"tokens": len(tokens), "language": info.language if self.model.model.is_multilingual else None}
-        avg_lp = lp_sum / n_tok if n_tok else None
-        if avg_lp is not None:
-            stats["avg_logprob"] = round(avg_lp, 3)
-        if self.guard is not None:
-            v = self.guard.check(tokens, "".join(w.text for w in words), len(audio) / SAMPLE_RATE, avg_lp,
-                                 min(nsp) if nsp else None)
-            stats["guard"] = v.reason
-            stats["doubtful"] = (not v.ok and v.reason != "no_speech") or (avg_lp is not None
-                                                                         and avg_lp < self.guard.logprob)
-        return BackendResult(words, ends, stats)
+        segments, info = self._decode(audio, prompt or None, language)
+        return self._result(segments, info, len(audio) / SAMPLE_RATE)
 
     def transcribe_window(self, audio: np.ndarray, prompt_tokens: Sequence[int] = (), language: str | None = None,
                           last: bool = False) -> BackendResult:
@@ -160,35 +132,54 @@ class FasterWhisperBackend:
             segments' token ids), ``language``, ``avg_logprob`` and the guard's ``guard``/``doubtful`` as
             :meth:`transcribe`.
         """
+        segments, info = self._decode(audio, list(prompt_tokens), language)
+        audio_s = len(audio) / SAMPLE_RATE
+        frames_per_s = SAMPLE_RATE / self.model.feature_extractor.hop_length
+        window = {"seek_s": audio_s if last else min(audio_s, 30.0), "prompt_tokens": []}
+
+        def settled():  # segments is a generator: the windows after the first are decoded only when asked for
+            for s in segments:
+                if s.seek > 0 and not last:  # the next window's first segment: it starts at the next seek position
+                    window["seek_s"] = s.seek / frames_per_s
+                    return
+                window["prompt_tokens"] += list(s.tokens)
+                yield s
+
+        res = self._result(settled(), info, lambda: min(window["seek_s"], audio_s))
+        res.stats.update(seek_s=round(window["seek_s"], 3), prompt_tokens=window["prompt_tokens"])
+        return res
+
+    def _decode(self, audio: np.ndarray, initial_prompt, language: str | None):
+        """faster-whisper's long-form ``transcribe`` (lazy segments, info) as every decode of this backend runs it."""
         lang = language if isinstance(language, str) and language and self.model.model.is_multilingual \
             else self.language
-        segments, info = self.model.transcribe(
-            audio, language=lang, beam_size=self.beam_size, initial_prompt=list(prompt_tokens),
+        return self.model.transcribe(
+            audio, language=lang, beam_size=self.beam_size, initial_prompt=initial_prompt,
             word_timestamps=True, condition_on_previous_text=True, vad_filter=False, temperature=0.0,
         )
+
+    def _result(self, segments, info, audio_s) -> BackendResult:
+        """Words, segment ends and stats of ``segments`` (consumed here); ``audio_s``: the seconds the guard judges
+        them against, or a function giving them once the segments are consumed."""
         eot = self.model.hf_tokenizer.token_to_id("<|endoftext|>")
-        frames_per_s = SAMPLE_RATE / self.model.feature_extractor.hop_length
-        seek_s = len(audio) / SAMPLE_RATE if last else min(len(audio) / SAMPLE_RATE, 30.0)
-        words, ends, tokens, settled, nsp = [], [], [], [], []
-        lp_sum, n_tok = 0.0, 0
-        for s in segments:  # a generator: the windows after the first are decoded only when asked for
-            if s.seek > 0 and not last:  # the next window's first segment: it starts at the next seek position
-                seek_s = s.seek / frames_per_s
-                break
-            settled += list(s.tokens)
-            tokens += [t for t in s.tokens if t < eot]
+        words, ends, tokens, nsp = [], [], [], []
+        lp_sum = 0.0  # the segments' mean log-probs weighted by their token counts
+        n_tok = 0
+        for s in segments:
+            tokens += [t for t in s.tokens if t < eot]  # text tokens (no timestamps)
             lp_sum += float(s.avg_logprob) * len(s.tokens)
             n_tok += len(s.tokens)
             nsp.append(float(s.no_speech_prob))
             ends.append(float(s.end))
-            words += [Word(float(w.start), float(w.end), w.word) for w in s.words or []]
-        stats = {"tokens": len(tokens), "seek_s": round(seek_s, 3), "prompt_tokens": settled,
-                 "language": info.language if self.model.model.is_multilingual else None}
+            for w in s.words or []:
+                words.append(Word(float(w.start), float(w.end), w.word))
+        # the language decoded in (identified by faster-whisper under "auto"): a prompt in another one is not kept
+        stats = {"tokens": len(tokens), "language": info.language if self.model.model.is_multilingual else None}
         avg_lp = lp_sum / n_tok if n_tok else None
         if avg_lp is not None:
             stats["avg_logprob"] = round(avg_lp, 3)
         if self.guard is not None:
-            v = self.guard.check(tokens, "".join(w.text for w in words), min(seek_s, len(audio) / SAMPLE_RATE),
+            v = self.guard.check(tokens, "".join(w.text for w in words), audio_s() if callable(audio_s) else audio_s,
                                  avg_lp, min(nsp) if nsp else None)
             stats["guard"] = v.reason
             stats["doubtful"] = (not v.ok and v.reason != "no_speech") or (avg_lp is not None
