@@ -263,6 +263,26 @@ class Offline:
         lang, p, _ = self.model.detect_language(audio)
         return lang, _r(p, 4)
 
+    def detect_with_head(self, audio: np.ndarray, weight: float) -> tuple[str, float] | None:
+        """(language, probability) of Whisper's identification on the padded 30 s window of the first 30 s of
+        ``audio`` combined with the language-ID head's raised to ``weight`` (engine.asr.language_head.fuse;
+        ``asr.language_head``); None without a head or with weight 0."""
+        from engine.asr.language_head import LanguageIdHead, fuse
+        from engine.asr.whisper_ct2 import detect_language
+        from engine.asr.window import log_mel
+
+        if not hasattr(self, "_lid_head"):
+            try:
+                self._lid_head = LanguageIdHead()
+            except FileNotFoundError:
+                self._lid_head = None
+        if self._lid_head is None or weight <= 0:
+            return None
+        audio = audio[: 30 * 16000]
+        sv = self.model.encode(log_mel(self.model.feature_extractor, audio, 3000))
+        lang, p = fuse(detect_language(self.model.model, sv), self._lid_head.probs(sv, len(audio)), weight)[0]
+        return lang, _r(p, 4)
+
 
 def method_configs(base, methods: list[str]) -> dict:
     """{method: Config}; ``default`` is ``base`` itself.
@@ -849,15 +869,27 @@ def main(argv: list[str] | None = None) -> int:
     if lid:
         m = methods[0]
         sec: dict = {"method": m, "supported": not auto_reason, "reason": auto_reason, "files": []}
-        det = {}
+        det, det_head = {}, {}
         for it in lid:
             lang, p = off.detect(audio[it.name])
             det.setdefault(it.group, []).append(lang == it.group)
-            sec["files"].append({"file": it.name, "language": it.group, "speech_s": it.meta.get("speech_s"),
-                                 "offline_detected": lang, "offline_probability": p})
-        sec["offline"] = {"accuracy": _r(sum(map(sum, det.values())) / sum(map(len, det.values())), 4),
-                          "per_language": {k: _r(sum(v) / len(v), 4) for k, v in det.items()},
-                          "how": "faster-whisper detect_language on each whole file (Whisper base)"}
+            row = {"file": it.name, "language": it.group, "speech_s": it.meta.get("speech_s"),
+                   "offline_detected": lang, "offline_probability": p}
+            with_head = off.detect_with_head(audio[it.name], cfgs[m].asr.language_head)
+            if with_head is not None:
+                row["offline_head_detected"], row["offline_head_probability"] = with_head
+                det_head.setdefault(it.group, []).append(with_head[0] == it.group)
+            sec["files"].append(row)
+
+        def accuracy(d: dict, how: str) -> dict:
+            return {"accuracy": _r(sum(map(sum, d.values())) / sum(map(len, d.values())), 4),
+                    "per_language": {k: _r(sum(v) / len(v), 4) for k, v in d.items()}, "how": how}
+
+        sec["offline"] = accuracy(det, "faster-whisper detect_language on each whole file (Whisper base)")
+        if det_head:
+            sec["offline_head"] = accuracy(det_head, "Whisper base's identification on each whole file's padded 30 s "
+                                                     "window times the language-ID head's (engine/asr/language_head.py)"
+                                                     f" to the power asr.language_head = {cfgs[m].asr.language_head}")
         if not auto_reason:
             variants = [("", auto_cfgs[m])]
             if a.langid_languages:

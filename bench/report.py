@@ -1534,24 +1534,27 @@ language:
             def acc2(x):  # accuracy over utterances of 2 s or more (older results: every utterance)
                 return (x.get("utterances_2s") or {}).get("accuracy", x.get("utterance_accuracy", x.get("accuracy")))
 
+            offh = li.get("offline_head") or {}
             lrows = [[k, str(v["files"]), str(v["utterances"]), num(acc2(v), 3),
                       num((conv.get("per_language") or {}).get(k, {}).get("accuracy"), 3),
-                      num(off.get("per_language", {}).get(k), 3)] for k, v in sm["per_language"].items()]
+                      num(off.get("per_language", {}).get(k), 3),
+                      num(offh.get("per_language", {}).get(k), 3) if offh else "–"]
+                     for k, v in sm["per_language"].items()]
             lrows.append(["**all**", str(len(li["files"])), str(sm["utterances"]), num(acc2(sm), 3),
-                          num(acc2(conv), 3) if conv else "–", num(off.get("accuracy"), 3)])
-            lid = table(["language", "files", "utterances", "identified right: each clip alone",
-                         "identified right: speakers in one stream", "offline Whisper (per file)"], lrows)
+                          num(acc2(conv), 3) if conv else "–", num(off.get("accuracy"), 3),
+                          num(offh.get("accuracy"), 3) if offh else "–"])
             named = li.get("languages_named") or {}
             if named.get("summary"):
                 nconv = (named.get("conversation") or {}).get("summary") or {}
                 lrows.append([f"**all**, `asr.languages={named['asr.languages']}`", str(len(li["files"])),
                               str(named["summary"]["utterances"]), num(acc2(named["summary"]), 3),
-                              num(acc2(nconv), 3) if nconv else "–", "–"])
-                lid = table(["language", "files", "utterances", "identified right: each clip alone",
-                             "identified right: speakers in one stream", "offline Whisper (per file)"], lrows)
+                              num(acc2(nconv), 3) if nconv else "–", "–", "–"])
+            lid = table(["language", "files", "utterances", "identified right: each clip alone",
+                         "identified right: speakers in one stream", "offline Whisper (per file)",
+                         "offline Whisper + language-ID head (per file)"], lrows)
             if conv:
                 lid += f"\n\nOne stream: {conv.get('clips', '')} clips, {li['conversation'].get('how', '')}."
-        offl = off.get("how", "")
+        offl = off.get("how", "") + (f"; with the head: {li['offline_head']['how']}" if li.get("offline_head") else "")
         cap = li.get("captions") or {}
         if cap.get("supported"):
             crow = [[k, str(v["files"]), num(v["chrf"], 1), v["reference"]] for k, v in cap["per_language"].items()]

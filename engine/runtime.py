@@ -138,7 +138,7 @@ class Runtime:
                                             guard=self.decode_guard())
             padded = WindowPolicy("padded")
             m = WhisperSSD(self.model(a.model_role).path, device=dev, compute_type=a.compute_type,
-                           cpu_threads=a.cpu_threads, language=a.language, window=padded)
+                           cpu_threads=a.cpu_threads, language=a.language, window=padded, lid_head=a.language_head)
             return SSDCT2Backend(m, speculate=False, window=padded, guard=self.decode_guard())
 
         return self._get(f"asr:revise:{a.model_role}:{a.language}:{a.revise_timestamps or a.revise_mode == 'offline'}:"
@@ -171,7 +171,8 @@ class Runtime:
 
             dev = resolve_device(device_setting(self.cfg, "asr"), "asr", "ctranslate2")
             return WhisperSSD(self.model(role).path, device=dev, compute_type=a.compute_type,
-                              cpu_threads=a.cpu_threads, language=a.language, window=self.window_policy())
+                              cpu_threads=a.cpu_threads, language=a.language, window=self.window_policy(),
+                              lid_head=a.language_head)
 
         return self._get(f"whisper_ssd:{role}", build)
 

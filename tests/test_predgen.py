@@ -155,7 +155,7 @@ TOPICS = ["the moon", "bread", "rain", "chess", "music", "a bicycle", "the ocean
 
 
 @pytest.mark.parametrize("kind", ["cascade", "predgen"])
-def test_forty_turn_conversation_fits_context_and_reuses_kv_exactly(runtime, kind):
+def test_a_long_conversation_fits_context_and_reuses_kv_exactly(runtime, kind):
     """History is trimmed oldest-first so prompt + answer fit n_ctx; every answer equals a fresh prefill of the
     same trimmed prompt (the reused KV cache of the kept turns is exact)."""
     from engine.answer.assistant import Assistant, PredGenAssistant
@@ -169,7 +169,8 @@ def test_forty_turn_conversation_fits_context_and_reuses_kv_exactly(runtime, kin
     a = cls(lm, None, SYSTEM, max_tokens=20)
     a.warm()
     starts, reuse = [], []
-    for turn in range(40):
+    turns = 24  # about twice what n_ctx = 512 holds: the history is trimmed more than once
+    for turn in range(turns):
         q = f"Say one short thing about {TOPICS[turn % len(TOPICS)]}."
         if kind == "predgen":
             a.speculate(turn, " ".join(q.split()[:4]))
@@ -184,14 +185,14 @@ def test_forty_turn_conversation_fits_context_and_reuses_kv_exactly(runtime, kin
         reuse.append(next((i for i, (x, y) in enumerate(zip(cached, prompt)) if x != y), min(len(cached), len(prompt))))
         text, m = a.answer(turn, q)
         assert text
-        if turn % 8 == 7 or turn == 39:
+        if turn % 8 == 7 or turn == turns - 1:
             ref = list(greedy_stream(LMSession(fresh), prompt, 20, fresh.eos_ids, threading.Event()))
             if fresh.detokenize(ref).strip() != text:
                 same_or_near_tie(fresh, prompt, ref, lm.tokenize(text))
-    assert len(a.history) == 80  # everything said is remembered, only the LM's window is trimmed
+    assert len(a.history) == 2 * turns  # everything said is remembered, only the LM's window is trimmed
     assert starts[-1] > 0  # trimming happened
-    assert len(set(starts)) < 20  # with hysteresis: the kept prefix changes rarely, so the KV cache is reused
-    assert sum(r > 50 for r in reuse) >= 30  # most turns reuse the cached conversation
+    assert len(set(starts)) < turns // 2  # with hysteresis: the kept prefix changes rarely, so the KV cache is reused
+    assert sum(r > 50 for r in reuse) >= turns * 3 // 4  # most turns reuse the cached conversation
 
 
 def test_odd_partial_streams_give_a_result_or_a_clear_skip(tmp_path, pg_factory):

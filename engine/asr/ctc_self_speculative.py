@@ -224,6 +224,9 @@ class WhisperSSD:
     Args:
         model_dir: CTranslate2 Whisper directory (the ``asr_target`` role).
         head_dir: trained CTC head (default ``assets/ctc_head``).
+        lid_head, lid_head_dir: with language "auto", Whisper's language identification is multiplied by the trained
+            language-ID head's (engine.asr.language_head.fuse) raised to ``lid_head`` (0 = Whisper's alone); the head
+            in ``lid_head_dir`` (default ``assets/lid_head``; Whisper's alone when none is shipped).
         device: "cpu" or "cuda" (None: CUDA when available); compute_type: CTranslate2 type (int8 on CPU).
 
     Raises:
@@ -232,7 +235,8 @@ class WhisperSSD:
 
     def __init__(self, model_dir: str | Path, head_dir: str | Path | None = None, device: str | None = None,
                  compute_type: str = "int8", cpu_threads: int = 0, language: str = "en",
-                 window: WindowPolicy | None = None):
+                 window: WindowPolicy | None = None, lid_head: float = 2.0,
+                 lid_head_dir: str | Path | None = None):
         import ctranslate2
         from faster_whisper import WhisperModel
 
@@ -247,6 +251,8 @@ class WhisperSSD:
         self._whisper = None
         self._head_dir = head_dir
         self._head = None
+        self.lid_head_weight = float(lid_head)
+        self._use_lid_head, self._lid_head_dir, self._lid_head = self.lid_head_weight > 0, lid_head_dir, None
         self.window = window or WindowPolicy()
         # "auto": each decode identifies its language (language_for); the default tokenizer says English
         self.language = language if self.fw.model.is_multilingual else None
@@ -312,6 +318,19 @@ class WhisperSSD:
             t = torch.from_numpy(np.asarray(sv)).float()
         return sv, t
 
+    @property
+    def lid_head(self):
+        """The language-ID head (engine.asr.language_head) combined with Whisper's identification, or None: turned
+        off (``lid_head=0``) or none shipped. Loaded on first use."""
+        if self._lid_head is None and self._use_lid_head:
+            from engine.asr.language_head import LanguageIdHead
+
+            try:
+                self._lid_head = LanguageIdHead(self._lid_head_dir)
+            except FileNotFoundError:
+                self._use_lid_head = False
+        return self._lid_head
+
     def tokenizer(self, language: str | None = None):
         """The faster-whisper tokenizer whose SOT sequence names ``language`` (ISO 639-1; default this model's,
         English for "auto"; an English-only model has none). Built once per language."""
@@ -340,6 +359,12 @@ class WhisperSSD:
         from engine.asr.whisper_ct2 import detect_language
 
         probs = detect_language(self.fw.model, sv)
+        head = self.lid_head
+        if head is not None:
+            from engine.asr.language_head import fuse
+
+            if sv.shape[-1] == head.d_model:  # a head trained on this Whisper size's encoder
+                probs = fuse(probs, head.probs(sv, int(round(audio_s * SAMPLE_RATE))), self.lid_head_weight)
         return (probs[0][0] if language is None else language(probs, audio_s)), probs
 
     @staticmethod
