@@ -3,7 +3,8 @@ Whisper's own language probabilities.
 
 Whisper names the language from one decoder step after ``<|startoftranscript|>``; on a 2–4 s utterance Whisper base
 is often unsure or wrong (synthetic French heard as Thai, accented German as English). The head reads the same
-encoder frames (a per-frame layer and a convolution, pooled over the audio; no extra encoder pass) and says which of
+encoder frames (no extra encoder pass; two networks: the frames' mean and standard deviation, and the same statistics
+after a per-frame layer and a convolution) and says which of
 :attr:`LanguageIdHead.languages` — or ``other`` — is spoken. :func:`fuse` multiplies the two (a product of
 experts): each language's Whisper probability times the head's, where the head's ``other`` is shared among the
 languages outside its list in proportion to Whisper's probabilities, so any language Whisper knows can still win.
@@ -95,8 +96,13 @@ class LanguageIdHead:
         return {c: float(q) for c, q in zip(self.classes, p)}
 
     def probs(self, encoder_output, n_samples: int) -> dict[str, float]:
-        """Class probabilities of a window's encoder output (StorageView or array (1, frames, d_model)) holding
-        ``n_samples`` samples of 16 kHz audio at its start (the frames after them are silence padding)."""
+        """Class probabilities of a window's encoder output (StorageView on CPU or CUDA, or array (1, frames, d_model)
+        float32) holding ``n_samples`` samples of 16 kHz audio at its start (the frames after them are silence
+        padding) → {class: probability}.
+
+        Raises:
+            ValueError: the encoder's width is not the head's ``d_model``.
+        """
         if getattr(encoder_output, "device", "cpu") == "cuda":  # a CTranslate2 StorageView on the GPU
             import ctranslate2
 
