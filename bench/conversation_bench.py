@@ -267,8 +267,7 @@ class Offline:
         """(language, probability) of Whisper's identification on the padded 30 s window of the first 30 s of
         ``audio`` combined with the language-ID head's raised to ``weight`` (engine.asr.language_head.fuse;
         ``asr.language_head``); None without a head or with weight 0."""
-        from engine.asr.language_head import LanguageIdHead, fuse
-        from engine.asr.whisper_ct2 import detect_language
+        from engine.asr.language_head import LanguageIdHead, identify
         from engine.asr.window import log_mel
 
         if not hasattr(self, "_lid_head"):
@@ -280,7 +279,7 @@ class Offline:
             return None
         audio = audio[: 30 * 16000]
         sv = self.model.encode(log_mel(self.model.feature_extractor, audio, 3000))
-        lang, p = fuse(detect_language(self.model.model, sv), self._lid_head.probs(sv, len(audio)), weight)[0]
+        lang, p = identify(self.model.model, sv, len(audio), self._lid_head, weight)[0]
         return lang, _r(p, 4)
 
 

@@ -356,15 +356,9 @@ class WhisperSSD:
             return language, None
         if language is None and self.language != "auto":
             return self.language, None
-        from engine.asr.whisper_ct2 import detect_language
+        from engine.asr.language_head import identify
 
-        probs = detect_language(self.fw.model, sv)
-        head = self.lid_head
-        if head is not None:
-            from engine.asr.language_head import fuse
-
-            if sv.shape[-1] == head.d_model:  # a head trained on this Whisper size's encoder
-                probs = fuse(probs, head.probs(sv, int(round(audio_s * SAMPLE_RATE))), self.lid_head_weight)
+        probs = identify(self.fw.model, sv, int(round(audio_s * SAMPLE_RATE)), self.lid_head, self.lid_head_weight)
         return (probs[0][0] if language is None else language(probs, audio_s)), probs
 
     @staticmethod

@@ -148,3 +148,26 @@ def fuse(whisper_probs: Sequence[tuple[str, float]], head_probs: dict[str, float
     m = max(q.values())
     z = sum(np.exp(v - m) for v in q.values())
     return sorted(((c, float(np.exp(v - m) / z)) for c, v in q.items()), key=lambda x: -x[1])
+
+
+def identify(model, encoder_output, n_samples: int, head: LanguageIdHead | None = None,
+             weight: float = 1.0) -> list[tuple[str, float]]:
+    """Language identification of a window: Whisper's (:func:`engine.asr.whisper_ct2.detect_language`, one decoder
+    step on ``encoder_output``) fused with ``head``'s raised to ``weight`` (:func:`fuse`).
+
+    Args:
+        model: ``ctranslate2.models.Whisper`` (multilingual).
+        encoder_output: its encoder output of the window, (1, frames, d_model).
+        n_samples: 16 kHz samples of audio at the window's start.
+        head: the language-ID head, or None for Whisper's alone (also when its width is not this encoder's).
+        weight: the head's exponent (0 = Whisper's alone).
+
+    Returns:
+        (code, probability) pairs over Whisper's languages, most probable first.
+    """
+    from engine.asr.whisper_ct2 import detect_language
+
+    probs = detect_language(model, encoder_output)
+    if head is None or weight <= 0 or encoder_output.shape[-1] != head.d_model:
+        return probs
+    return fuse(probs, head.probs(encoder_output, n_samples), weight)

@@ -135,18 +135,15 @@ class FasterWhisperBackend:
         segments, info = self._decode(audio, list(prompt_tokens), language)
         audio_s = len(audio) / SAMPLE_RATE
         frames_per_s = SAMPLE_RATE / self.model.feature_extractor.hop_length
-        window = {"seek_s": audio_s if last else min(audio_s, 30.0), "prompt_tokens": []}
-
-        def settled():  # segments is a generator: the windows after the first are decoded only when asked for
-            for s in segments:
-                if s.seek > 0 and not last:  # the next window's first segment: it starts at the next seek position
-                    window["seek_s"] = s.seek / frames_per_s
-                    return
-                window["prompt_tokens"] += list(s.tokens)
-                yield s
-
-        res = self._result(settled(), info, lambda: min(window["seek_s"], audio_s))
-        res.stats.update(seek_s=round(window["seek_s"], 3), prompt_tokens=window["prompt_tokens"])
+        seek_s = audio_s if last else min(audio_s, 30.0)
+        settled = []
+        for s in segments:  # a generator: the windows after the first are decoded only when asked for
+            if s.seek > 0 and not last:  # the next window's first segment: it starts at the next seek position
+                seek_s = s.seek / frames_per_s
+                break
+            settled.append(s)
+        res = self._result(settled, info, min(seek_s, audio_s))
+        res.stats.update(seek_s=round(seek_s, 3), prompt_tokens=[t for s in settled for t in s.tokens])
         return res
 
     def _decode(self, audio: np.ndarray, initial_prompt, language: str | None):
@@ -159,8 +156,7 @@ class FasterWhisperBackend:
         )
 
     def _result(self, segments, info, audio_s) -> BackendResult:
-        """Words, segment ends and stats of ``segments`` (consumed here); ``audio_s``: the seconds the guard judges
-        them against, or a function giving them once the segments are consumed."""
+        """Words, segment ends and stats of ``segments``; ``audio_s``: the seconds the guard judges them against."""
         eot = self.model.hf_tokenizer.token_to_id("<|endoftext|>")
         words, ends, tokens, nsp = [], [], [], []
         lp_sum = 0.0  # the segments' mean log-probs weighted by their token counts
@@ -179,8 +175,7 @@ class FasterWhisperBackend:
         if avg_lp is not None:
             stats["avg_logprob"] = round(avg_lp, 3)
         if self.guard is not None:
-            v = self.guard.check(tokens, "".join(w.text for w in words), audio_s() if callable(audio_s) else audio_s,
-                                 avg_lp, min(nsp) if nsp else None)
+            v = self.guard.check(tokens, "".join(w.text for w in words), audio_s, avg_lp, min(nsp) if nsp else None)
             stats["guard"] = v.reason
             stats["doubtful"] = (not v.ok and v.reason != "no_speech") or (avg_lp is not None
                                                                          and avg_lp < self.guard.logprob)

@@ -122,6 +122,8 @@ def _augment(a: np.ndarray, rng: random.Random, nrng: np.random.Generator) -> np
 
 def make_data(seed: int = 0) -> None:
     """Synthesise, augment and encode every utterance into CACHE/{code}.npz (resumable per language)."""
+    from engine.asr.language_head import FRAME_SAMPLES
+    from engine.asr.whisper_ct2 import detect_language
     from engine.training.ctc_head import Labeler, Synth
 
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -137,12 +139,10 @@ def make_data(seed: int = 0) -> None:
             continue
         t0 = time.time()
         rng = random.Random(f"{seed}-{code}")
-        nrng = np.random.default_rng(abs(hash((seed, code))) % (2 ** 32))
+        nrng = np.random.default_rng([seed, *code.encode()])  # str hash() is salted per process: not a seed
         words, freq = _words(code)
         feats, lens, padded, whisper_top = [], [], [], []
-        k = 0
         while len(feats) < n + (PIPER_ENGLISH if code == "en" else 0):
-            k += 1
             use_piper = code == "en" and len(feats) >= n
             if code == "en" and rng.random() < 0.3 or use_piper:
                 text = rng.choice(captions)
@@ -160,13 +160,11 @@ def make_data(seed: int = 0) -> None:
             a = _augment(a[: int(12 * SR)], rng, nrng)
             pad = rng.random() < 0.15
             enc = lab.encode(a, 3000 if pad else None)
-            n_frames = int(np.ceil(len(a) / 320))
-            x = np.asarray(enc)[0, :n_frames].astype(np.float16)
-            top = lab.model.model.detect_language(enc)[0]
-            feats.append(x)
+            feats.append(np.asarray(enc)[0, : int(np.ceil(len(a) / FRAME_SAMPLES))].astype(np.float16))
             lens.append(len(a) / SR)
             padded.append(pad)
-            whisper_top.append(json.dumps([(t.strip("<|>"), round(float(p), 4)) for t, p in top[:8]]))
+            top = detect_language(lab.model.model, enc)[:8]
+            whisper_top.append(json.dumps([(c, round(p, 4)) for c, p in top]))
         np.savez_compressed(path, feats=np.array(feats, dtype=object), secs=np.array(lens), padded=np.array(padded),
                             whisper=np.array(whisper_top))
         print(f"{code}: {len(feats)} utterances, {sum(lens) / 60:.1f} min, {time.time() - t0:.0f} s", flush=True)
