@@ -115,6 +115,11 @@ METHODS: dict[str, dict] = {
     "ar_align_time": {"asr": {"method": "ar", "align_final": False}},
     # the second pass decodes chains of utterances a pause completes, not the stream's offline 30 s windows
     "ar_revise_chains": {"asr": {"method": "ar", "revise_mode": "chains"}},
+    # an update waits for 1 s (1.5 s) of new audio, not 1.25 s: more (fewer) re-decodes of the growing buffer
+    "ar_chunk100": {"asr": {"method": "ar", "min_chunk_s": 1.0}},
+    "ar_chunk150": {"asr": {"method": "ar", "min_chunk_s": 1.5}},
+    # a streaming update's decode that fails the guards is redone on the padded window too, not only the final's
+    "ar_partial_retry": {"asr": {"method": "ar", "partial_retry": True}},
 }
 DEFAULT_METHODS = ["ar", "ar_final_beam5", "ar_piece20", "ar_trim_committed", "ar_no_overlap", "ssd",
                    "ssd_lossless", "specasr", "ar_padded"]
@@ -122,7 +127,8 @@ BASELINE = "ar_padded"
 # the AR baseline with the same encoder window
 AR_OF = {
     "ar_no_overlap": "ar", "ar_context_prefix": "ar", "ar_revise_no_timestamps": "ar", "ar_revise_context4": "ar",
-    "ar_align_time": "ar", "ar_revise_chains": "ar",
+    "ar_align_time": "ar", "ar_revise_chains": "ar", "ar_chunk100": "ar", "ar_chunk150": "ar",
+    "ar_partial_retry": "ar",
     "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6",
     "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar",
     "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar",

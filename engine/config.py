@@ -301,7 +301,9 @@ class AsrConfig:
     language: str = setting("en", label="Spoken language", choices=("auto",) + WHISPER_LANGUAGES,
                             help="The language Whisper transcribes (a Whisper language code); auto = detect it. "
                                  "Ignored by an English-only model (tiny.en).")
-    min_chunk_s: float = setting(1.0, label="Minimum new audio per update", unit="s", range=(0.2, 5.0),
+    # every update re-decodes the buffer; the final's decode comes at the pause whatever the chunk, so fewer updates
+    # leave the CPU free for it (bench conversation: ar_chunk100 vs the default, development and test sets)
+    min_chunk_s: float = setting(1.25, label="Minimum new audio per update", unit="s", range=(0.2, 5.0),
                                  help="whisper_streaming's min-chunk-size: new audio needed before the utterance is "
                                       "re-decoded (LocalAgreement-2 commit policy).")
     # every update of a long utterance re-decodes the whole buffer, so the decode at its end is shorter (bench
@@ -398,6 +400,12 @@ class AsrConfig:
     guard_logprob: float = setting(-1.0, label="Guard: mean log-prob", range=(-10.0, 0.0),
                                    help="A scaled-window decode below this mean token log-prob is redone on the "
                                         "padded window (Whisper's log-prob threshold).")
+    # a partial's doubtful decode commits nothing and is replaced by the next update: its padded 30 s re-decode
+    # costs an encoder pass for text shown for a second (bench conversation: ar_partial_retry)
+    partial_retry: bool = setting(False, label="Padded re-decode of partials",
+                                  help="A streaming update's decode that fails the guards is redone on the padded "
+                                       "30 s window too; off: only the decodes that give an utterance's final text "
+                                       "(at a pause and at the end of speech) are.")
     guard_no_speech: float = setting(0.6, label="Guard: no-speech probability", range=(0.0, 1.0),
                                      help="With a low log-prob, a window above this no-speech probability is silence "
                                           "and gives no words (Whisper's rule).")

@@ -245,6 +245,8 @@ class StreamingTranscriber:
             (:class:`engine.asr.streaming.OnlineASRProcessor`); False = its words are dropped by time and n-gram.
         align_final: final decodes that hear committed words keep the words after the committed tail's text
             (:meth:`engine.asr.streaming.HypothesisBuffer.insert` ``align_text``); False = by time and n-gram.
+        partial_retry: the decodes of streaming updates that fail the guards are redone on the padded window too;
+            False = only the decodes that may give an utterance's final text (``OnlineASRProcessor``).
         session_language: ``asr.language = "auto"``: the session's language identification with hysteresis
             (:class:`engine.asr.streaming.SessionLanguage`); None = the backend's fixed language.
         revise_max_s: > 0: a second pass re-decodes finished utterances and emits :class:`RevisedTranscript`;
@@ -269,7 +271,7 @@ class StreamingTranscriber:
                  emit: Callable[[object], None], min_chunk_s: float = 1.0, buffer_trim_s: float = 15.0,
                  max_utterance_s: float = 60.0, final_full: bool = True, max_backlog_s: float = 600.0,
                  lag_warn_s: float = 3.0, pre_roll_s: float = 0.3, context_gap_s: float = 0.0,
-                 context_prefix: bool = False, align_final: bool = False,
+                 context_prefix: bool = False, align_final: bool = False, partial_retry: bool = True,
                  final_piece_s: float = 0.0, trim_latest: bool = True, trim_overlap_s: float = 0.0,
                  session_language: SessionLanguage | None = None, revise_max_s: float = 0.0,
                  revise_gap_s: float = 2.0, revise_idle_cores: float = 0.5, revise_context_s: float = 8.0,
@@ -303,6 +305,7 @@ class StreamingTranscriber:
         self.context_gap_s = context_gap_s  # keep the previous utterance as acoustic context after a shorter pause
         self.context_prefix = context_prefix  # ... and its text as the decodes' forced prefix
         self.align_final = align_final  # final decodes drop the committed words by their text where they hold them
+        self.partial_retry = partial_retry  # a partial's failed decode is redone on the padded window too
         self.pre_roll_s = pre_roll_s  # audio before the VAD start (and its pad) decoded too, seconds
         self._last_words: list = []
         self.q = AudioQueue(max_backlog_s)
@@ -495,7 +498,8 @@ class StreamingTranscriber:
                                   final_full=self.final_full, final_piece_s=self.final_piece_s,
                                   trim_latest=self.trim_latest, trim_overlap_s=self.trim_overlap_s,
                                   session_language=self.session_language, context_prefix=self.context_prefix,
-                                  align_final=self.align_final)
+                                  align_final=self.align_final, speech_start=t_start,
+                                  partial_retry=self.partial_retry)
         t_start_utt, t_start = t_start, t_buf
         if carry is not None:
             proc.insert_audio_chunk(carry)

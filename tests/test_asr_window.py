@@ -253,6 +253,37 @@ def test_a_collapsed_decode_is_retried_without_its_prompt(runtime, jfk_audio):
     assert _norm(_text(res)) == _norm(JFK_TEXT)
 
 
+def test_a_decode_that_echoes_its_prompt_is_retried_without_it(runtime, jfk_audio):
+    """Whisper, unsure of the audio, can answer with its prompt's text again (seen on espeak-ng French under the
+    previous utterance's text as the prompt). A decode below the log-prob floor that echoes the prompt is redone
+    without the prompt, as a collapsed one is; the decode without it wins when it scores better. The first two
+    decodes are scripted echoes; the third is real Whisper on jfk without the prompt."""
+    from engine.asr.ctc_self_speculative import SSDCT2Backend, _WindowDecode
+
+    prompt = "Il y en a une affaire du pont, du format du marché."
+    be = SSDCT2Backend(runtime.whisper_ssd(), speculate=False)
+    real = be._decode_window
+    calls, echoes = [], [2]
+
+    def scripted(audio, p, n_frames, speculate, *a, **kw):
+        calls.append(p)
+        if echoes[0] > 0:  # the scaled decode and its padded redo: the prompt's text, below the floor
+            echoes[0] -= 1
+            r = real(audio, p, n_frames, speculate, *a, **kw)
+            toks = be.m.tok.encode(" " + prompt)
+            return _WindowDecode(toks, prompt, None, r.sv, r.stats, -1.4, 0.1)
+        return real(audio, p, n_frames, speculate, *a, **kw)
+
+    be._decode_window = scripted
+    res = be.transcribe(jfk_audio, prompt)
+    assert calls == [prompt, prompt, ""]
+    assert res.stats["prompt_reset"] == 1 and _norm(_text(res)) == _norm(JFK_TEXT)
+    calls.clear()
+    be._bad_prompt = ""
+    res = be.transcribe(jfk_audio, "Thank you for watching.")  # no echo, no collapse: the prompt is kept
+    assert "" not in calls and res.stats.get("prompt_reset", 0) == 0 and _norm(_text(res)) == _norm(JFK_TEXT)
+
+
 def test_a_prompt_that_made_a_decode_collapse_is_not_used_again(runtime, jfk_audio):
     """When only the decode without the prompt passes, later decodes with that same prompt (the next updates of the
     same buffer) skip it at once instead of failing three times."""

@@ -72,11 +72,11 @@ class ScriptedBackend:
         return BackendResult(words, [words[-1].end] if words else [], {"doubtful": doubtful})
 
 
-def _feed(p, n):
+def _feed(p, n, seconds=1.0):
     import numpy as np
 
     for _ in range(n):
-        p.insert_audio_chunk(np.zeros(16000, np.float32))
+        p.insert_audio_chunk(np.zeros(int(16000 * seconds), np.float32))
         p.process_iter()
 
 
@@ -129,15 +129,16 @@ def test_a_partial_gives_the_speculative_stages_the_source_they_ask_for():
 
 def test_doubtful_decodes_commit_nothing_and_a_doubtful_utterance_keeps_only_agreed_words():
     """Decodes that failed the guards even after the re-decodes (babble, music) are shown but never commit words;
-    when most of an utterance's decodes were doubtful, its final keeps only words two decodes agreed on, not the
-    last decode's guess. An utterance with a few doubtful decodes is final as usual."""
+    when most of a short utterance's decodes were doubtful, its final keeps only words two decodes agreed on, not
+    the last decode's guess. An utterance with a few doubtful decodes is final as usual, and so is one with at least
+    DOUBTFUL_KEEP_S of audio (Whisper keeps low-log-prob text)."""
     guess = [W("on post song"), W("on post song is your next"), W("what is wrong with your head"),
              W("i am not a good person")]
     p = OnlineASRProcessor(ScriptedBackend(guess, doubtful=[True] * 4))
-    _feed(p, 4)
+    _feed(p, 4, seconds=0.4)  # a burst of noise, 1.6 s
     assert p.text == "" and p.mostly_doubtful
-    p.insert_audio_chunk(__import__("numpy").zeros(8000, "float32"))  # speech went on after the last decode
-    p.finish(speech_end=4.5)
+    p.insert_audio_chunk(__import__("numpy").zeros(1600, "float32"))  # it went on after the last decode
+    p.finish(speech_end=1.7)
     assert p.text == ""
     assert len(p.updates) == 4  # its words would not be kept: no final decode, the final comes at once
     speech = [W("please turn"), W("please turn the music"), W("please turn the music down"),
@@ -152,6 +153,58 @@ def test_doubtful_decodes_commit_nothing_and_a_doubtful_utterance_keeps_only_agr
     assert not p.mostly_doubtful
     p.finish(speech_end=3.0)
     assert p.text == "please turn the music down a little"
+    # seconds of speech Whisper scores below the log-prob floor (another language, noise): the latest decode stays
+    guess = [W("je m'ouvre"), W("je m'ouvre une table"), W("je voudrais une table pour quatre")]
+    p = OnlineASRProcessor(ScriptedBackend(guess, doubtful=[True] * 3))
+    _feed(p, 3)
+    assert p.committed == [] and not p.mostly_doubtful  # 3 s of audio: nothing committed, not dropped
+    p.finish(speech_end=3.0)
+    assert p.text == "je voudrais une table pour quatre"
+
+
+def test_a_final_that_lost_its_words_to_the_acoustic_context_is_decoded_on_its_own_audio():
+    """The previous utterance's audio heads the buffer as acoustic context (its words are not emitted again). When
+    the decode of context + new audio gives no word after the context (here Whisper skipped the context's words and
+    timed the new ones inside it), the utterance's own audio is decoded alone: its words are not lost. Speech
+    shorter than OWN_AUDIO_MIN_S since the VAD heard it start (a backchannel, a filler) is not decoded again."""
+    import numpy as np
+
+    ctx = W("but somebody has to go to the shop")  # 0.0 .. 3.9 s
+    for seconds, want, decodes in ((3.0, "i can go", 3), (0.5, "", 2)):
+        be = ScriptedBackend([W("i can go", 0.5), W("i can go", 0.5), W("i can go", 0.1)])
+        p = OnlineASRProcessor(be, context_words=ctx, committed_until=ctx[-1].end, t_offset=0.0,
+                               speech_start=ctx[-1].end + 0.3)
+        p.insert_audio_chunk(np.zeros(int((ctx[-1].end + seconds) * 16000), np.float32))
+        p.process_iter()
+        p.process_iter()
+        p.finish(speech_end=ctx[-1].end + seconds)
+        assert p.text == want and len(p.updates) == decodes
+        assert p.own_audio_decodes == (decodes == 3)
+        if want:
+            assert p.committed[0].start >= ctx[-1].end  # in audio time, after the context
+
+
+def test_only_the_decodes_that_may_give_the_final_text_are_redone_on_the_padded_window():
+    """asr.partial_retry off: a streaming update's decode is asked not to redo a failed decode on the padded window
+    (it commits nothing and the next update replaces it); the decode at a pause (the final text's) is; on: all are."""
+
+    class Recording(ScriptedBackend):
+        def __init__(self, hyps):
+            super().__init__(hyps)
+            self.padded_retry = []
+
+        def transcribe(self, audio, prompt="", padded_retry=True):
+            self.padded_retry.append(padded_retry)
+            return super().transcribe(audio, prompt)
+
+    for partial_retry, want in ((False, [False, False, True]), (True, [True, True, True])):
+        be = Recording([W("turn"), W("turn the music"), W("turn the music down")])
+        p = OnlineASRProcessor(be, partial_retry=partial_retry)
+        _feed(p, 2)
+        p.insert_audio_chunk(__import__("numpy").zeros(16000, "float32"))
+        p.process_iter(until=2.8)  # a VAD pause: the final text's decode
+        p.finish(speech_end=2.8)
+        assert be.padded_retry == want and p.text == "turn the music down"
 
 
 def test_processor_finish_skips_decode_when_hypothesis_covers_speech():

@@ -564,7 +564,8 @@ class SSDCT2Backend:
         return self.transcribe(audio, prompt, beam_size=beam, language=language, prefix=prefix)
 
     def transcribe(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None,
-                   draft: str | None = None, language=None, prefix: str = "") -> BackendResult:
+                   draft: str | None = None, language=None, prefix: str = "",
+                   padded_retry: bool = True) -> BackendResult:
         """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt`` (``beam_size``: this decode's
         beam width for plain AR, default ``self.beam_size``; ``draft``: see :meth:`transcribe_final`, no CTC
         draft then; ``language``: None = the model's ``asr.language``, an ISO 639-1 code, or a callable
@@ -574,11 +575,14 @@ class SSDCT2Backend:
         of the words the audio begins with (an earlier utterance kept as acoustic context), forced as the decoder's
         first text tokens, as in one long-form window where Whisper has already written them: the decode continues
         after them, its words are only the new ones, and no word of the context is decoded again.
+        ``padded_retry``: False = a decode that fails the guards is not redone on the padded window (a streaming
+        update's partial, replaced by the next update); the prompt reset still applies.
 
         The encoder sees the audio in a window of ``self.window`` (length-scaled by default); the decode passes
         :attr:`guard` or is redone greedily on the padded 30 s window, and, when the best decode so far collapsed
-        (below the log-prob floor with fewer than 0.5 tokens per second) and had a prompt, once more without the
-        prompt, which is then not used again (Whisper can answer a lone "." under its prompt); the best decode by
+        (below the log-prob floor with fewer than 0.5 tokens per second) or echoes its prompt (:func:`echoes_prompt`)
+        and had a prompt, once more without the prompt, which is then not used again (Whisper can answer a lone "."
+        or the prompt's own text under its prompt); the best decode by
         guard verdict and mean log-prob is kept. A loop that survives is cut at its first repetition and a silent
         window gives no words. Audio longer than ``window.max_audio_s`` is cut at its
         quietest moment and decoded piece by piece, the next piece prompted with the previous piece's text.
@@ -615,15 +619,18 @@ class SSDCT2Backend:
         def collapsed(v, d) -> bool:  # next to nothing over seconds of audio, below the log-prob floor
             return v.reason == "logprob" and len(d.tokens) < max(2.0, 0.5 * audio_s)
 
+        def echoed(d) -> bool:  # the prompt's text again: Whisper's answer to audio it is unsure of
+            return bool(prompt.strip()) and echoes_prompt([Word(0.0, 0.0, t) for t in d.text.split()], prompt)
+
         retries = []  # (prompt, whether it is the prompt reset)
         if not verdict.ok and verdict.reason != "no_speech":
-            if self.window.mode == "scaled":
+            if self.window.mode == "scaled" and padded_retry:
                 retries.append((prompt, False))  # Whisper was trained on 30 s windows: redo it padded, greedily
             if prompt.strip():
                 retries.append(("", True))  # Whisper can collapse under its prompt (a lone "."): once more without
         for p_retry, reset in retries:
-            if reset and not collapsed(verdict, r):
-                break  # no collapse (babble, music, a loop): the prompt is not to blame
+            if reset and not (collapsed(verdict, r) or echoed(r)):
+                break  # no collapse and no echo (babble, music, a loop): the prompt is not to blame
             r2 = self._decode_window(audio, p_retry, 3000, False, language=lang, prefix=prefix)
             stats["fallback"] += 1
             stats["prompt_reset"] = stats.get("prompt_reset", 0) + reset

@@ -460,15 +460,26 @@ class OnlineASRProcessor:
 
     PIECE_TAIL_S = 3.0  # a piece ends at least this long before the audio that has arrived (its last word may be cut)
     PIECE_MIN_S = 5.0  # ... and at least this long after its start, seconds
+    # a final decoded again without its acoustic context needs this much of its own audio, seconds: shorter new
+    # audio is a backchannel or a breath, on which Whisper alone invents words
+    OWN_AUDIO_MIN_S = 1.0
+    # a mostly doubtful utterance with at least this much of its own audio (seconds) keeps its latest decode: seconds
+    # of speech that Whisper base scores below the log-prob floor (most languages other than English, speech in
+    # noise) are still that speech; under it (a filler, a breath, a burst of noise) Whisper invents words
+    DOUBTFUL_KEEP_S = 2.0
 
     def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
                  context_words: Sequence[Word] = (), committed_until: float | None = None,
                  final_full: bool = True, final_piece_s: float = 0.0, trim_latest: bool = True,
                  trim_overlap_s: float = 0.0, session_language: SessionLanguage | None = None,
-                 context_prefix: bool = False, align_final: bool = False):
-        """``context_words``/``committed_until``: words of an earlier utterance whose audio is at the start of the
-        buffer (acoustic context, as in whisper_streaming's long-form buffer); they count as committed and are
-        never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
+                 context_prefix: bool = False, align_final: bool = False, speech_start: float | None = None,
+                 partial_retry: bool = True):
+        """``speech_start``: the audio time (seconds) the VAD heard this utterance's speech start, after any pre-roll
+        or acoustic context (default ``t_offset``). ``partial_retry``: False = an update's decode that fails the
+        guards is not redone on the padded window (a backend whose ``transcribe`` takes ``padded_retry``); the
+        decodes that may give the final text (:meth:`_decode` ``final``) are. ``context_words``/``committed_until``:
+        words of an earlier utterance whose audio is at the start of the buffer (acoustic context, as in
+        whisper_streaming's long-form buffer); they count as committed and are never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
         of the whole buffer (which sees the whole utterance), not the words LocalAgreement-2 committed from
         shorter prefixes; False = whisper_streaming's rule (committed words + the last hypothesis's tail).
         ``trim_latest`` (with ``final_full``): the words whose audio leaves the buffer at a trim keep the text of
@@ -514,6 +525,8 @@ class OnlineASRProcessor:
         self.left_until = t_offset  # the words whose middle is before this audio time have left the buffer (final)
         self.trim_overlap_s = max(0.0, float(trim_overlap_s))
         self._t_start = t_offset
+        self.speech_start = t_offset if speech_start is None else max(t_offset, float(speech_start))
+        self.partial_retry = bool(partial_retry)
         self.hyp = HypothesisBuffer()
         self.hyp.last_committed_time = self.context_end
         self.hyp.committed_in_buffer = list(self._dedup_words)
@@ -521,6 +534,7 @@ class OnlineASRProcessor:
         self.updates: list[UpdateStats] = []
         self.decoded_until = t_offset  # audio time covered by the latest hypothesis, seconds
         self.final_decodes_skipped = 0
+        self.own_audio_decodes = 0  # finals decoded again without the acoustic context (_own_audio_final)
         # decodes of the whole utterance: its audio since the last finished piece, the final words before it
         # a piece needs room for its cut (PIECE_MIN_S after its start, PIECE_TAIL_S before the audio's end)
         self.final_piece_s = max(float(final_piece_s), self.PIECE_MIN_S + self.PIECE_TAIL_S + 1.0) \
@@ -608,6 +622,8 @@ class OnlineASRProcessor:
             kw["draft"] = draft
         if self.session_language is not None and _takes(fn, "language"):
             kw["language"] = self._choose_language
+        if not final and not self.partial_retry and _takes(fn, "padded_retry"):
+            kw["padded_retry"] = False
         at = self.buffer_time_offset if at is None else at
         if self.context_prefix and abs(at - self._t_start) < 1e-6 and _takes(fn, "prefix"):
             kw["prefix"] = join_words(self.context_words)
@@ -820,8 +836,8 @@ class OnlineASRProcessor:
             self.updates.append(UpdateStats(time.perf_counter() - t0, len(self.audio) / SAMPLE_RATE, len(tail), res.stats))
         else:
             tail = self.hyp.complete()
-        # an utterance most of whose decodes were doubtful (below the guards' log-prob floor, judged silent: babble,
-        # music; at least 3 decodes) keeps only the words two decodes agreed on, not the latest decode's guess
+        # a short utterance most of whose decodes were doubtful (below the guards' log-prob floor, judged silent: a
+        # filler, noise; at least 3 decodes) keeps only the words two decodes agreed on, not the latest decode's guess
         doubtful = self.mostly_doubtful
         if doubtful:
             tail = []
@@ -833,17 +849,45 @@ class OnlineASRProcessor:
         else:
             self.committed.extend(tail)
         self.hyp.buffer = []
+        if not self.committed and self.context_words and not self.context_prefix and not cut:
+            tail = self.committed = self._own_audio_final(speech_end)
         return tail
+
+    def _own_audio_final(self, speech_end: float | None) -> list[Word]:
+        """The final words of an utterance decoded with the previous one's audio as acoustic context when that
+        decode gave no new words: Whisper can write the context's words again over the new audio, or skip them and
+        time the new words into the context, where they are dropped as the context's. The utterance's own audio
+        (from the end of the context's last word to ``speech_end``, audio time in seconds) is decoded alone, after
+        the context's text as the prompt. Returns its words (audio time); none when its speech (from
+        :attr:`speech_start`) is shorter than ``OWN_AUDIO_MIN_S`` (a backchannel, a filler, a breath), or the decode
+        is judged silent, or doubtful on speech shorter than ``DOUBTFUL_KEEP_S``."""
+        start = max(self.context_end, self.buffer_time_offset)
+        end = self.audio_end if speech_end is None else min(speech_end, self.audio_end)
+        if end - self.speech_start < self.OWN_AUDIO_MIN_S:
+            return []
+        i0 = int(round((start - self.buffer_time_offset) * SAMPLE_RATE))
+        i1 = int(round((end - self.buffer_time_offset) * SAMPLE_RATE))
+        t0 = time.perf_counter()
+        res = self._decode(self.audio[i0:i1], final=True, prompt=(self.context + join_words(self.context_words))[-200:],
+                           at=start)
+        self.updates.append(UpdateStats(time.perf_counter() - t0, (i1 - i0) / SAMPLE_RATE, 0,
+                                        {**res.stats, "own_audio": True}))
+        self.own_audio_decodes += 1
+        if res.stats.get("doubtful") and end - self.speech_start < self.DOUBTFUL_KEEP_S:
+            return []
+        return [Word(w.start + start, w.end + start, w.text) for w in res.words]
 
     @property
     def mostly_doubtful(self) -> bool:
         """At least 3 decodes of this utterance, most of them doubtful (failed the guards or the log-prob floor
-        even after their re-decodes: babble, music, noise the VAD took for speech), the latest one included. A
-        confident latest decode keeps the utterance: early decodes of a word or two of unclear speech are often
-        doubtful while the decode of the whole utterance is not."""
+        even after their re-decodes: babble, music, noise the VAD took for speech), the latest one included, and
+        less than ``DOUBTFUL_KEEP_S`` of audio since its speech started (:attr:`speech_start`). A confident latest
+        decode keeps the utterance: early decodes of a word or two of unclear speech are often doubtful while the
+        decode of the whole utterance is not; so does a longer one, as Whisper keeps low-log-prob text."""
         n_doubtful = sum(bool(u.stats.get("doubtful")) for u in self.updates)
         return (len(self.updates) >= 3 and n_doubtful > len(self.updates) / 2
-                and bool(self.updates[-1].stats.get("doubtful")))
+                and bool(self.updates[-1].stats.get("doubtful"))
+                and self.audio_end - self.speech_start < self.DOUBTFUL_KEEP_S)
 
     @property
     def decoded_whole(self) -> bool:
