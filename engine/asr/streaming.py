@@ -460,12 +460,13 @@ class OnlineASRProcessor:
 
     PIECE_TAIL_S = 3.0  # a piece ends at least this long before the audio that has arrived (its last word may be cut)
     PIECE_MIN_S = 5.0  # ... and at least this long after its start, seconds
-    # a final decoded again without its acoustic context needs this much of its own audio, seconds: shorter new
-    # audio is a backchannel or a breath, on which Whisper alone invents words
+    # a final decoded again without its acoustic context needs this much speech since the VAD's start, seconds:
+    # shorter speech is a backchannel, a filler or a breath, on which Whisper alone invents words
     OWN_AUDIO_MIN_S = 1.0
-    # a mostly doubtful utterance with at least this much of its own audio (seconds) keeps its latest decode: seconds
-    # of speech that Whisper base scores below the log-prob floor (most languages other than English, speech in
-    # noise) are still that speech; under it (a filler, a breath, a burst of noise) Whisper invents words
+    # a mostly doubtful utterance with at least this much audio since the VAD's start (seconds) keeps its latest
+    # decode: seconds of speech that Whisper base scores below the log-prob floor (most languages other than
+    # English, speech in noise) are still that speech; under it (a filler, a breath, a burst of noise) Whisper
+    # invents words
     DOUBTFUL_KEEP_S = 2.0
 
     def __init__(self, backend: ASRBackend, buffer_trim_s: float = 15.0, context: str = "", t_offset: float = 0.0,
@@ -479,9 +480,10 @@ class OnlineASRProcessor:
         guards is not redone on the padded window (a backend whose ``transcribe`` takes ``padded_retry``); the
         decodes that may give the final text (:meth:`_decode` ``final``) are. ``context_words``/``committed_until``:
         words of an earlier utterance whose audio is at the start of the buffer (acoustic context, as in
-        whisper_streaming's long-form buffer); they count as committed and are never emitted again. ``final_full``: the final text of the words still in the buffer is the latest decode
-        of the whole buffer (which sees the whole utterance), not the words LocalAgreement-2 committed from
-        shorter prefixes; False = whisper_streaming's rule (committed words + the last hypothesis's tail).
+        whisper_streaming's long-form buffer); they count as committed and are never emitted again.
+        ``final_full``: the final text of the words still in the buffer is the latest decode of the whole buffer
+        (which sees the whole utterance), not the words LocalAgreement-2 committed from shorter prefixes; False =
+        whisper_streaming's rule (committed words + the last hypothesis's tail).
         ``trim_latest`` (with ``final_full``): the words whose audio leaves the buffer at a trim keep the text of
         the latest decode of the buffer (the one whose segment end is the cut, which heard the most audio), not
         the words LocalAgreement-2 committed from shorter prefixes; False: the committed words.
