@@ -302,7 +302,9 @@ class AsrConfig:
                             help="The language Whisper transcribes (a Whisper language code); auto = detect it. "
                                  "Ignored by an English-only model (tiny.en).")
     # every update re-decodes the buffer; the final's decode comes at the pause whatever the chunk, so fewer updates
-    # leave the CPU free for it (bench conversation: ar_chunk100 vs the default, development and test sets)
+    # leave the CPU free for it: less compute and a lower final p90 at the same WER in real time on development
+    # conversations (bench conversation --data, other seeds; methods ar_chunk100, ar_chunk150), the first partial
+    # about 0.2 s later than at 1 s
     min_chunk_s: float = setting(1.25, label="Minimum new audio per update", unit="s", range=(0.2, 5.0),
                                  help="whisper_streaming's min-chunk-size: new audio needed before the utterance is "
                                       "re-decoded (LocalAgreement-2 commit policy).")
@@ -401,7 +403,8 @@ class AsrConfig:
                                    help="A scaled-window decode below this mean token log-prob is redone on the "
                                         "padded window (Whisper's log-prob threshold).")
     # a partial's doubtful decode commits nothing and is replaced by the next update: its padded 30 s re-decode
-    # costs an encoder pass for text shown for a second (bench conversation: ar_partial_retry)
+    # costs an encoder pass for text shown for a second (bench conversation --data on development conversations,
+    # method ar_partial_retry: the same WER against beam 5 with more compute and a later final)
     partial_retry: bool = setting(False, label="Padded re-decode of partials",
                                   help="A streaming update's decode that fails the guards is redone on the padded "
                                        "30 s window too; off: only the decodes that give an utterance's final text "
