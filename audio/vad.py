@@ -205,6 +205,14 @@ class StreamingVAD:
                         self.silence_start = None
         return events
 
+    @property
+    def silence_since(self) -> float | None:
+        """Audio time (seconds) at which the silence inside the utterance in progress began, a silence that may yet
+        become a "pause" or an "end"; None while speech goes on or outside an utterance."""
+        if not self.in_speech or self.silence_start is None:
+            return None
+        return self.silence_start / self.sr
+
     def _clear_energy(self, energy_db: float) -> bool:
         """Update the noise floor with one chunk's energy (dB re full scale); True when the chunk stands
         ``fallback_snr_db`` or more above it."""

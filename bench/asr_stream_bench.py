@@ -120,6 +120,14 @@ METHODS: dict[str, dict] = {
     "ar_chunk150": {"asr": {"method": "ar", "min_chunk_s": 1.5}},
     # a streaming update's decode that fails the guards is redone on the padded window too, not only the final's
     "ar_partial_retry": {"asr": {"method": "ar", "partial_retry": True}},
+    # an update due while its audio ends in a silence inside speech runs at once, not after the pause's decode
+    "ar_no_hold": {"asr": {"method": "ar", "hold_at_silence": False}},
+    # the final text's decode that fails the guards is redone on the padded 30 s window
+    "ar_final_retry": {"asr": {"method": "ar", "final_retry": True}},
+    # the update policy before the four changes above: an update per 1 s, every failed decode redone on the padded
+    # window, no hold in a silence
+    "ar_chunk100_retry_all": {"asr": {"method": "ar", "min_chunk_s": 1.0, "partial_retry": True, "final_retry": True,
+                                      "hold_at_silence": False}},
 }
 DEFAULT_METHODS = ["ar", "ar_final_beam5", "ar_piece20", "ar_trim_committed", "ar_no_overlap", "ssd",
                    "ssd_lossless", "specasr", "ar_padded"]
@@ -128,7 +136,7 @@ BASELINE = "ar_padded"
 AR_OF = {
     "ar_no_overlap": "ar", "ar_context_prefix": "ar", "ar_revise_no_timestamps": "ar", "ar_revise_context4": "ar",
     "ar_align_time": "ar", "ar_revise_chains": "ar", "ar_chunk100": "ar", "ar_chunk150": "ar",
-    "ar_partial_retry": "ar",
+    "ar_partial_retry": "ar", "ar_no_hold": "ar", "ar_final_retry": "ar", "ar_chunk100_retry_all": "ar",
     "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6",
     "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar",
     "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar",

@@ -1507,7 +1507,8 @@ def section_conversation(r: Results) -> str:
                          offline_beam5_wer_vs_ref=f["offline"].get("beam5_wer_vs_ref"))
                 if y["wer_vs_ref"] is None or y["offline_greedy_wer_vs_ref"] is None:
                     y["wer_delta_vs_offline_greedy_ref"] = None
-                rows.append(_conv_row(f"`{f['file']}`", y))
+                several = len(f["methods"]) > 1
+                rows.append(_conv_row(f"`{f['file']}`" + (f" ({m})" if several else ""), y))
         parts.append(f"#### {title}\n\n{table(CONV_HEAD, rows)}")
     ml = d.get("multilingual")
     if ml:

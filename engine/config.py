@@ -409,6 +409,19 @@ class AsrConfig:
                                   help="A streaming update's decode that fails the guards is redone on the padded "
                                        "30 s window too; off: only the decodes that give an utterance's final text "
                                        "(at a pause and at the end of speech) are.")
+    # the padded re-decode is a 30 s encoder pass (0.6-0.8 s on two cores) after the failed decode: with it, the
+    # finals of telephone-band and noisy speech came over a second after the end of speech; without it a few short
+    # utterances keep a worse decode (bench conversation --data on development conversations; the held-out run has
+    # method ar_final_retry beside the default)
+    final_retry: bool = setting(False, label="Padded re-decode of final text",
+                                help="The decode that gives an utterance's final text (at a VAD pause, at the end "
+                                     "of speech) is redone on the padded 30 s window when it fails the guards: "
+                                     "sometimes better text for a later final.")
+    hold_at_silence: bool = setting(True, label="Hold updates in a silence",
+                                    help="A streaming update that falls due while the VAD hears silence inside the "
+                                         "utterance waits until speech resumes or the VAD's pause, whose decode gives "
+                                         "the final text: the final is not held up by an update that ends in the "
+                                         "same silence.")
     guard_no_speech: float = setting(0.6, label="Guard: no-speech probability", range=(0.0, 1.0),
                                      help="With a low log-prob, a window above this no-speech probability is silence "
                                           "and gives no words (Whisper's rule).")

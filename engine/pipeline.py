@@ -247,6 +247,12 @@ class StreamingTranscriber:
             (:meth:`engine.asr.streaming.HypothesisBuffer.insert` ``align_text``); False = by time and n-gram.
         partial_retry: the decodes of streaming updates that fail the guards are redone on the padded window too;
             False = only the decodes that may give an utterance's final text (``OnlineASRProcessor``).
+        final_retry: the decodes that may give an utterance's final text (at a VAD pause, at the end of speech) are
+            redone on the padded window when they fail the guards; False = never (``OnlineASRProcessor``).
+        hold_at_silence: on a real-time source, a streaming update that falls due while its audio ends in a silence
+            inside the utterance waits for speech to resume or for the VAD's "pause", whose decode up to the end of
+            speech it would only delay (the final is then ready when the VAD confirms the end); False = updates run
+            as due.
         session_language: ``asr.language = "auto"``: the session's language identification with hysteresis
             (:class:`engine.asr.streaming.SessionLanguage`); None = the backend's fixed language.
         revise_max_s: > 0: a second pass re-decodes finished utterances and emits :class:`RevisedTranscript`;
@@ -272,6 +278,7 @@ class StreamingTranscriber:
                  max_utterance_s: float = 60.0, final_full: bool = True, max_backlog_s: float = 600.0,
                  lag_warn_s: float = 3.0, pre_roll_s: float = 0.3, context_gap_s: float = 0.0,
                  context_prefix: bool = False, align_final: bool = False, partial_retry: bool = True,
+                 final_retry: bool = True, hold_at_silence: bool = False,
                  final_piece_s: float = 0.0, trim_latest: bool = True, trim_overlap_s: float = 0.0,
                  session_language: SessionLanguage | None = None, revise_max_s: float = 0.0,
                  revise_gap_s: float = 2.0, revise_idle_cores: float = 0.5, revise_context_s: float = 8.0,
@@ -306,6 +313,8 @@ class StreamingTranscriber:
         self.context_prefix = context_prefix  # ... and its text as the decodes' forced prefix
         self.align_final = align_final  # final decodes drop the committed words by their text where they hold them
         self.partial_retry = partial_retry  # a partial's failed decode is redone on the padded window too
+        self.final_retry = final_retry  # ... and a final text's
+        self.hold_at_silence = hold_at_silence  # no update during a silence that may be the end of speech
         self.pre_roll_s = pre_roll_s  # audio before the VAD start (and its pad) decoded too, seconds
         self._last_words: list = []
         self.q = AudioQueue(max_backlog_s)
@@ -446,7 +455,7 @@ class StreamingTranscriber:
                     pending_new = 0.0
                     self._update(proc, rec, until=pause_at)
                 pause_at = None
-            if proc is not None and pending_new >= self.min_chunk_s:
+            if proc is not None and pending_new >= self.min_chunk_s and not self._ends_in_silence(proc.audio_end):
                 pending_new = 0.0
                 self._update(proc, rec)
                 if proc.audio_end - rec.t_start > self.max_utterance_s:
@@ -468,6 +477,18 @@ class StreamingTranscriber:
             reviser.join()  # after stop() it runs nothing more; at the end of a source it decodes what is due
         self.stats.ended_wall = time.monotonic()
         return self.stats
+
+    def _ends_in_silence(self, audio_end: float) -> bool:
+        """``hold_at_silence`` on a real-time source: the audio this thread has (up to ``audio_end``, seconds) ends in
+        a silence inside the utterance that the VAD (level with or ahead of this thread) still hears. An update
+        decoded now would end in that silence; if it becomes a pause, the pause's decode up to the end of speech
+        waits for it, and so does the final (an update of several seconds of audio takes 0.3 to 1 s on a small
+        CPU). Resumed speech, or the pause itself, lets the decode run. A source that is not real time is read
+        ahead of this thread, so the VAD's state says nothing about its audio: never."""
+        if not (self.hold_at_silence and self.realtime and self.vad is not None):
+            return False
+        since = getattr(self.vad, "silence_since", None)
+        return since is not None and since <= audio_end + 1e-3
 
     def _start(self, index: int, t_start: float, ring: list[AudioBlock], carry: np.ndarray | None = None):
         """Open utterance ``index`` at the audio time ``t_start`` (seconds) with its pre-roll (or acoustic context)
@@ -499,7 +520,7 @@ class StreamingTranscriber:
                                   trim_latest=self.trim_latest, trim_overlap_s=self.trim_overlap_s,
                                   session_language=self.session_language, context_prefix=self.context_prefix,
                                   align_final=self.align_final, speech_start=t_start,
-                                  partial_retry=self.partial_retry)
+                                  partial_retry=self.partial_retry, final_retry=self.final_retry)
         t_start_utt, t_start = t_start, t_buf
         if carry is not None:
             proc.insert_audio_chunk(carry)

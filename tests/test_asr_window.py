@@ -266,7 +266,7 @@ def test_a_decode_that_echoes_its_prompt_is_retried_without_it(runtime, jfk_audi
     calls, echoes = [], [2]
 
     def scripted(audio, p, n_frames, speculate, *a, **kw):
-        calls.append(p)
+        calls.append((p, n_frames))
         if echoes[0] > 0:  # the scaled decode and its padded redo: the prompt's text, below the floor
             echoes[0] -= 1
             r = real(audio, p, n_frames, speculate, *a, **kw)
@@ -275,13 +275,21 @@ def test_a_decode_that_echoes_its_prompt_is_retried_without_it(runtime, jfk_audi
         return real(audio, p, n_frames, speculate, *a, **kw)
 
     be._decode_window = scripted
+    scaled = be.window.n_frames(len(jfk_audio))
     res = be.transcribe(jfk_audio, prompt)
-    assert calls == [prompt, prompt, ""]
+    assert scaled < 3000 and calls == [(prompt, scaled), (prompt, 3000), ("", 3000)]
+    assert res.stats["prompt_reset"] == 1 and _norm(_text(res)) == _norm(JFK_TEXT)
+    # without the padded retry (a partial's decode, or a final text's with asr.final_retry off) the reset stays on
+    # the scaled window
+    calls.clear()
+    be._bad_prompt, echoes[0] = "", 1
+    res = be.transcribe_final(jfk_audio, prompt, padded_retry=False)
+    assert calls == [(prompt, scaled), ("", scaled)]
     assert res.stats["prompt_reset"] == 1 and _norm(_text(res)) == _norm(JFK_TEXT)
     calls.clear()
     be._bad_prompt = ""
     res = be.transcribe(jfk_audio, "Thank you for watching.")  # no echo, no collapse: the prompt is kept
-    assert "" not in calls and res.stats.get("prompt_reset", 0) == 0 and _norm(_text(res)) == _norm(JFK_TEXT)
+    assert all(p for p, _ in calls) and res.stats.get("prompt_reset", 0) == 0 and _norm(_text(res)) == _norm(JFK_TEXT)
 
 
 def test_a_prompt_that_made_a_decode_collapse_is_not_used_again(runtime, jfk_audio):

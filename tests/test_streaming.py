@@ -186,7 +186,8 @@ def test_a_final_that_lost_its_words_to_the_acoustic_context_is_decoded_on_its_o
 
 def test_only_the_decodes_that_may_give_the_final_text_are_redone_on_the_padded_window():
     """asr.partial_retry off: a streaming update's decode is asked not to redo a failed decode on the padded window
-    (it commits nothing and the next update replaces it); the decode at a pause (the final text's) is; on: all are."""
+    (it commits nothing and the next update replaces it); the decode at a pause (the final text's) is; on: all are;
+    asr.final_retry off: the final text's decode is not either."""
 
     class Recording(ScriptedBackend):
         def __init__(self, hyps):
@@ -197,9 +198,11 @@ def test_only_the_decodes_that_may_give_the_final_text_are_redone_on_the_padded_
             self.padded_retry.append(padded_retry)
             return super().transcribe(audio, prompt)
 
-    for partial_retry, want in ((False, [False, False, True]), (True, [True, True, True])):
+    for partial_retry, final_retry, want in ((False, True, [False, False, True]), (True, True, [True, True, True]),
+                                             (False, False, [False, False, False]),
+                                             (True, False, [True, True, False])):
         be = Recording([W("turn"), W("turn the music"), W("turn the music down")])
-        p = OnlineASRProcessor(be, partial_retry=partial_retry)
+        p = OnlineASRProcessor(be, partial_retry=partial_retry, final_retry=final_retry)
         _feed(p, 2)
         p.insert_audio_chunk(__import__("numpy").zeros(16000, "float32"))
         p.process_iter(until=2.8)  # a VAD pause: the final text's decode
@@ -361,6 +364,36 @@ def test_ar_backend_decodes_the_final_text_with_beam_search(runtime, jfk_path, m
     assert 5 not in seen[1:]
     norm = text.lower().replace(",", "").replace(".", "").strip()
     assert jiwer.wer(JFK_TEXT.lower().replace(",", "").replace(".", ""), norm) < 0.1
+
+
+def test_updates_hold_while_the_audio_ends_in_a_silence_inside_speech(runtime, jfk_path, jfk_audio):
+    """asr.hold_at_silence: on a real-time source, an update due while the transcriber's audio ends in a silence the
+    real VAD hears inside jfk's speech waits (the pause's decode up to the end of speech would wait for it); audio that
+    ends before the silence began (the transcriber lags the VAD), resumed speech, the setting off, or a file read
+    faster than real time (the VAD runs ahead of the decodes) do not hold it."""
+    from audio.sources import FileSource
+    from audio.vad import CHUNK
+    from engine.pipeline import StreamingTranscriber
+
+    def transcriber(hold, realtime=True):
+        return StreamingTranscriber(FileSource(jfk_path, realtime=realtime), ScriptedBackend([W("x")]),
+                                    runtime.vad(), lambda e: None, hold_at_silence=hold)
+
+    st, off, fast = transcriber(True), transcriber(False), transcriber(True, realtime=False)
+    held = resumed = 0
+    for i in range(0, len(jfk_audio) - CHUNK, CHUNK):
+        for t in (st, off, fast):
+            t.vad(jfk_audio[i: i + CHUNK])
+        now = (i + CHUNK) / 16000
+        since = st.vad.silence_since
+        assert not off._ends_in_silence(now) and not fast._ends_in_silence(now)
+        if since is None:
+            resumed += st.vad.in_speech
+            assert not st._ends_in_silence(now)
+        else:
+            held += 1
+            assert st._ends_in_silence(now) and not st._ends_in_silence(since - 0.05)
+    assert held and resumed
 
 
 @pytest.mark.parametrize("role", ["asr_draft", "asr_target"])

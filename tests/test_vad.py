@@ -79,6 +79,32 @@ def test_clean_speech_keeps_its_utterances(vad_path, fallback_kw, jfk_audio):
     assert np.abs(np.array(plain) - np.array(fallback)).max() <= 0.1
 
 
+def test_silence_inside_speech_is_reported_until_the_end(vad_path, fallback_kw, jfk_audio):
+    """StreamingVAD.silence_since: None while jfk speaks and outside an utterance; inside an utterance the audio time
+    its silence began, which has lasted the pause length when the "pause" event comes (the pause's t is that time
+    plus the pad) and is None again at the "end" event (what the transcriber's hold_at_silence reads)."""
+    vad = StreamingVAD(vad_path, **fallback_kw)
+    assert vad.silence_since is None
+    at_pause, at_end, inside = [], [], 0
+    block = CHUNK * 2
+    for i in range(0, len(jfk_audio), block):
+        before = vad.silence_since
+        events = vad(jfk_audio[i: i + block])
+        for e in events:
+            if e.kind == "pause":
+                at_pause.append((e.t, vad.silence_since))
+            if e.kind == "end":
+                at_end.append((e.t, before, vad.silence_since))
+        if vad.silence_since is not None:
+            inside += 1
+            assert vad.in_speech and vad.silence_since <= (i + block) / SR
+    assert at_pause and at_end and inside  # jfk pauses between its phrases
+    for t, since in at_pause:
+        assert since is not None and t == pytest.approx(since + vad.pad / SR, abs=1e-6)
+    for t, before, after in at_end:
+        assert after is None and before is not None and t == pytest.approx(before + vad.pad / SR, abs=1e-6)
+
+
 @functools.lru_cache(maxsize=1)
 def _langid_clips() -> list[np.ndarray]:
     return [load_audio(p) for p in sorted((CONV / "langid").glob("*.flac"))]

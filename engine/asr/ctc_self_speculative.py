@@ -548,7 +548,7 @@ class SSDCT2Backend:
         return [Word(a["start"], a["end"], a["word"]) for a in al if a["word"]]
 
     def transcribe_final(self, audio: np.ndarray, prompt: str = "", draft: str = "",
-                         language=None, prefix: str = "") -> BackendResult:
+                         language=None, prefix: str = "", padded_retry: bool = True) -> BackendResult:
         """:meth:`transcribe` for the decode that gives an utterance's final text (the streaming processor calls it
         at a VAD pause and at the end of speech): plain AR decodes it with beam search of width
         ``final_beam_size`` (``asr.final_beam_size``); SSD decodes it as any other update.
@@ -556,12 +556,14 @@ class SSDCT2Backend:
         ``draft``: text the caller expects (the streaming hypothesis of a whole utterance): verified in one
         decoder pass and accepted by :func:`engine.core.verify.majority_accepted`, then greedy decoding continues from
         the accepted prefix, so the text is exactly greedy decoding's (for every method: the final decode of a
-        whole utterance does not use SSD's relaxed τ_SLM); ignored under beam search. ``language``, ``prefix``: as
-        in :meth:`transcribe`."""
+        whole utterance does not use SSD's relaxed τ_SLM); ignored under beam search. ``language``, ``prefix``,
+        ``padded_retry``: as in :meth:`transcribe`."""
         beam = self.final_beam_size if not self.speculate and self.final_beam_size > 1 else None
         if draft.strip() and beam is None:
-            return self.transcribe(audio, prompt, draft=draft, language=language, prefix=prefix)
-        return self.transcribe(audio, prompt, beam_size=beam, language=language, prefix=prefix)
+            return self.transcribe(audio, prompt, draft=draft, language=language, prefix=prefix,
+                                   padded_retry=padded_retry)
+        return self.transcribe(audio, prompt, beam_size=beam, language=language, prefix=prefix,
+                               padded_retry=padded_retry)
 
     def transcribe(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None,
                    draft: str | None = None, language=None, prefix: str = "",
@@ -576,7 +578,7 @@ class SSDCT2Backend:
         first text tokens, as in one long-form window where Whisper has already written them: the decode continues
         after them, its words are only the new ones, and no word of the context is decoded again.
         ``padded_retry``: False = a decode that fails the guards is not redone on the padded window (a streaming
-        update's partial, replaced by the next update); the prompt reset still applies.
+        update's partial, replaced by the next update); the prompt reset still applies, on the scaled window.
 
         The encoder sees the audio in a window of ``self.window`` (length-scaled by default); the decode passes
         :attr:`guard` or is redone greedily on the padded 30 s window, and, when the best decode so far collapsed
@@ -631,7 +633,9 @@ class SSDCT2Backend:
         for p_retry, reset in retries:
             if reset and not (collapsed(verdict, r) or echoed(r)):
                 break  # no collapse and no echo (babble, music, a loop): the prompt is not to blame
-            r2 = self._decode_window(audio, p_retry, 3000, False, language=lang, prefix=prefix)
+            # without padded_retry the prompt reset stays on the scaled window: no decode pays a 30 s encoder pass
+            frames = 3000 if padded_retry else self.window.n_frames(n)
+            r2 = self._decode_window(audio, p_retry, frames, False, language=lang, prefix=prefix)
             stats["fallback"] += 1
             stats["prompt_reset"] = stats.get("prompt_reset", 0) + reset
             for k in ("encode_s", "decode_s", "align_s", "n_forward"):

@@ -474,11 +474,12 @@ class OnlineASRProcessor:
                  final_full: bool = True, final_piece_s: float = 0.0, trim_latest: bool = True,
                  trim_overlap_s: float = 0.0, session_language: SessionLanguage | None = None,
                  context_prefix: bool = False, align_final: bool = False, speech_start: float | None = None,
-                 partial_retry: bool = True):
+                 partial_retry: bool = True, final_retry: bool = True):
         """``speech_start``: the audio time (seconds) the VAD heard this utterance's speech start, after any pre-roll
         or acoustic context (default ``t_offset``). ``partial_retry``: False = an update's decode that fails the
-        guards is not redone on the padded window (a backend whose ``transcribe`` takes ``padded_retry``); the
-        decodes that may give the final text (:meth:`_decode` ``final``) are. ``context_words``/``committed_until``:
+        guards is not redone on the padded window (a backend whose ``transcribe`` takes ``padded_retry``);
+        ``final_retry``: the same for the decodes that may give the final text (:meth:`_decode` ``final``, through
+        ``transcribe_final`` where the backend has it). ``context_words``/``committed_until``:
         words of an earlier utterance whose audio is at the start of the buffer (acoustic context, as in
         whisper_streaming's long-form buffer); they count as committed and are never emitted again.
         ``final_full``: the final text of the words still in the buffer is the latest decode of the whole buffer
@@ -529,6 +530,7 @@ class OnlineASRProcessor:
         self._t_start = t_offset
         self.speech_start = t_offset if speech_start is None else max(t_offset, float(speech_start))
         self.partial_retry = bool(partial_retry)
+        self.final_retry = bool(final_retry)
         self.hyp = HypothesisBuffer()
         self.hyp.last_committed_time = self.context_end
         self.hyp.committed_in_buffer = list(self._dedup_words)
@@ -624,7 +626,7 @@ class OnlineASRProcessor:
             kw["draft"] = draft
         if self.session_language is not None and _takes(fn, "language"):
             kw["language"] = self._choose_language
-        if not final and not self.partial_retry and _takes(fn, "padded_retry"):
+        if not (self.final_retry if final else self.partial_retry) and _takes(fn, "padded_retry"):
             kw["padded_retry"] = False
         at = self.buffer_time_offset if at is None else at
         if self.context_prefix and abs(at - self._t_start) < 1e-6 and _takes(fn, "prefix"):
