@@ -410,9 +410,9 @@ class AsrConfig:
                                        "30 s window too; off: only the decodes that give an utterance's final text "
                                        "(at a pause and at the end of speech) are.")
     # the padded re-decode is a 30 s encoder pass (0.6-0.8 s on two cores) after the failed decode: with it, the
-    # finals of telephone-band and noisy speech came over a second after the end of speech; without it a few short
-    # utterances keep a worse decode (bench conversation --data on development conversations; the held-out run has
-    # method ar_final_retry beside the default)
+    # finals of telephone-band and noisy speech came over a second after the end of speech; without it some
+    # utterances keep a worse decode, in clean speech too (bench conversation, method ar_final_retry beside the
+    # default: the latency/accuracy trade is the user's to change)
     final_retry: bool = setting(False, label="Padded re-decode of final text",
                                 help="The decode that gives an utterance's final text (at a VAD pause, at the end "
                                      "of speech) is redone on the padded 30 s window when it fails the guards: "
