@@ -407,8 +407,7 @@ class AsrConfig:
     # method ar_partial_retry: the same WER against beam 5 with more compute and a later final)
     partial_retry: bool = setting(False, label="Padded re-decode of partials",
                                   help="A streaming update's decode that fails the guards is redone on the padded "
-                                       "30 s window too; off: only the decodes that give an utterance's final text "
-                                       "(at a pause and at the end of speech) are.")
+                                       "30 s window (the final text's decode: asr.final_retry).")
     # the padded re-decode is a 30 s encoder pass (0.6-0.8 s on two cores) after the failed decode: with it, the
     # finals of telephone-band and noisy speech came over a second after the end of speech; without it some
     # utterances keep a worse decode, in clean speech too (bench conversation, method ar_final_retry beside the

@@ -245,8 +245,8 @@ class StreamingTranscriber:
             (:class:`engine.asr.streaming.OnlineASRProcessor`); False = its words are dropped by time and n-gram.
         align_final: final decodes that hear committed words keep the words after the committed tail's text
             (:meth:`engine.asr.streaming.HypothesisBuffer.insert` ``align_text``); False = by time and n-gram.
-        partial_retry: the decodes of streaming updates that fail the guards are redone on the padded window too;
-            False = only the decodes that may give an utterance's final text (``OnlineASRProcessor``).
+        partial_retry: the decodes of streaming updates that fail the guards are redone on the padded window;
+            False = not (``OnlineASRProcessor``).
         final_retry: the decodes that may give an utterance's final text (at a VAD pause, at the end of speech) are
             redone on the padded window when they fail the guards; False = never (``OnlineASRProcessor``).
         hold_at_silence: on a real-time source, a streaming update that falls due while its audio ends in a silence
@@ -487,7 +487,7 @@ class StreamingTranscriber:
         ahead of this thread, so the VAD's state says nothing about its audio: never."""
         if not (self.hold_at_silence and self.realtime and self.vad is not None):
             return False
-        since = getattr(self.vad, "silence_since", None)
+        since = self.vad.silence_since
         return since is not None and since <= audio_end + 1e-3
 
     def _start(self, index: int, t_start: float, ring: list[AudioBlock], carry: np.ndarray | None = None):
