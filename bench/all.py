@@ -179,12 +179,12 @@ JOBS: tuple[Job, ...] = (
         about="the noise floor of the streaming WER target: offline greedy and beam 5 on both corpora, again after "
               "0.05-0.5 s of silence put before each file, scored against the unshifted beam-5 transcript"),
     Job("conversation", "conversation.json",
-        _bench("conversation", "--methods", "default,ar_no_hold,ar_final_retry,ar_chunk100_retry_all"), 4200,
+        _bench("conversation", "--methods", "default,ar_final_greedy,ar_final_beam5,ar_final_retry"), 4200,
         about="conversational speech in real time (bench/data/conversation: 2-4 voices, hesitations, fillers, "
               "restarts, backchannels, overlaps; clean, reverb, babble, telephone) and the real recordings: WER vs "
-              "text and offline beam 5 per file and condition, offline greedy in the same run, for the default and "
-              "the update policies it replaced (no hold in a silence, padded re-decode of the final text, an update "
-              "per 1 s with every failed decode redone on the padded window); the English-German "
+              "text and offline beam 5 per file and condition, offline greedy in the same run, for the default (beam 3 "
+              "on the final text's decode) beside a greedy final, a beam-5 final and the final's padded re-decode; "
+              "the English-German "
               "read text and French/German/Spanish utterances with asr.language=auto: language ID, captions into "
               "English (chrF)"),
     Job("vad-gate", "vad_gate.json", _bench("vad-gate"), 60,

@@ -97,6 +97,8 @@ METHODS: dict[str, dict] = {
     "ar_trim15": {"asr": {"method": "ar", "buffer_trim_s": 15.0}},
     # the decode that gives the final text (at a pause, at the end of speech) with beam search, partials greedy
     "ar_final_beam5": {"asr": {"method": "ar", "final_beam_size": 5}},
+    # the decode that gives the final text greedy, as the partials (the default's beam: asr.final_beam_size)
+    "ar_final_greedy": {"asr": {"method": "ar", "final_beam_size": 1}},
     # a trimmed utterance's final from one exactly verified decode of the whole utterance, long speech finished in
     # pieces of up to 20 s (10 s) while it is spoken, instead of the words that left the buffer + its latest decode
     "ar_piece20": {"asr": {"method": "ar", "final_piece_s": 20.0}},
@@ -137,7 +139,8 @@ AR_OF = {
     "ar_no_overlap": "ar", "ar_context_prefix": "ar", "ar_revise_no_timestamps": "ar", "ar_revise_context4": "ar",
     "ar_align_time": "ar", "ar_revise_chains": "ar", "ar_chunk100": "ar", "ar_chunk150": "ar",
     "ar_partial_retry": "ar", "ar_no_hold": "ar", "ar_final_retry": "ar", "ar_chunk100_retry_all": "ar",
-    "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_w20": "ar", "ar_before": "ar", "ar_w6": "ar", "ssd_w6": "ar_w6",
+    "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_final_greedy": "ar", "ar_w20": "ar", "ar_before": "ar",
+    "ar_w6": "ar", "ssd_w6": "ar_w6",
     "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar",
     "ar_trim_committed": "ar", "ssd": "ar", "ssd_rtfx": "ar", "ssd_lossless": "ar", "specasr": "ar",
     "ssd_padded": "ar_padded"

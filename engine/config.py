@@ -366,8 +366,11 @@ class AsrConfig:
                                         "decode of the buffer (faster, less exact).")
     beam_size: int = setting(1, label="Beam width of the partials", range=(1, 10),
                              help="Beam width of the streaming decodes (1 = greedy). Plain AR only.")
-    # bench asr-stream: ar_final_beam5 vs ar
-    final_beam_size: int = setting(1, label="Beam width of the final decode", range=(1, 10),
+    # greedy finals of noisy, reverberant and telephone-band conversation were far from offline greedy against the
+    # text; a narrow beam on the final decode alone brings them close to it, within the final's latency and compute
+    # bars (bench conversation: ar_final_greedy, ar_final_beam5 beside the default; on development conversations
+    # beam 5 was no more accurate than 3, for more compute)
+    final_beam_size: int = setting(3, label="Beam width of the final decode", range=(1, 10),
                                    help="The decode that gives an utterance's final text (at a pause and at the end "
                                         "of speech) uses beam search of this width; partials stay greedy. 1 = greedy. "
                                         "Plain AR only (SSD and SpecASR verify against greedy decoding).")
