@@ -4,7 +4,7 @@ import jiwer
 import pytest
 
 from engine.core.events import FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, Word
-from engine.asr.streaming import HypothesisBuffer, OnlineASRProcessor
+from engine.asr.streaming import HypothesisBuffer, OnlineASRProcessor, join_words
 
 from .conftest import JFK_TEXT
 
@@ -529,3 +529,34 @@ def test_the_final_decode_verifies_its_draft_exactly(runtime, jfk_path):
             r = backend.transcribe_final(audio, draft=draft)
             assert "".join(w.text for w in r.words).strip() == g_text, (backend.name, draft)
             assert r.stats["accepted"] < r.stats["draft_tokens"]
+
+
+def test_runtime_backend_decodes_finals_with_the_configured_beam(cfg, jfk_path, monkeypatch):
+    """The ASR backend the runtime builds (the one the CLI, the GUI and the benchmarks use) decodes an utterance's
+    final text with beam search of width asr.final_beam_size and its partials greedily; asr.final_beam_size = 1
+    makes the final greedy too."""
+    from audio.io import load_audio
+    from engine.asr import whisper_ct2 as ct2_whisper
+    from engine.runtime import Runtime
+
+    audio = load_audio(jfk_path)
+    seen = []
+    orig = ct2_whisper.CT2WhisperDecoder.generate
+
+    def spy(self, prefix, **options):
+        seen.append(options.get("beam_size") or 1)
+        return orig(self, prefix, **options)
+
+    monkeypatch.setattr(ct2_whisper.CT2WhisperDecoder, "generate", spy)
+    texts = {}
+    for width in (cfg.asr.final_beam_size, 1):
+        backend = Runtime(cfg.with_overrides({"asr": {"final_beam_size": width}}), progress=False).asr_backend()
+        seen.clear()
+        backend.transcribe(audio)
+        assert seen and set(seen) == {1}  # a partial's decode: greedy
+        seen.clear()
+        texts[width] = join_words(backend.transcribe_final(audio).words)
+        assert seen[0] == width
+    for text in texts.values():
+        norm = text.lower().replace(",", "").replace(".", "").strip()
+        assert jiwer.wer(JFK_TEXT.lower().replace(",", "").replace(".", ""), norm) < 0.1
