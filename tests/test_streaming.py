@@ -340,22 +340,28 @@ def test_the_decodes_that_give_the_final_text_use_the_backends_final_decode():
     assert p.text == "turn the lights off"
 
 
-def test_ar_backend_decodes_the_final_text_with_beam_search(runtime, jfk_path, monkeypatch):
-    """SSDCT2Backend.transcribe_final runs CTranslate2's beam search of width final_beam_size (plain AR only; SSD
-    verifies against greedy and ignores it); on jfk.flac the beam text is right."""
-    from audio.io import load_audio
+@pytest.fixture
+def generate_beams(monkeypatch):
+    """The beam width (1 = greedy) of every CTranslate2 Whisper decoder call from here on, in order."""
     from engine.asr import whisper_ct2 as ct2_whisper
-    from engine.asr.ctc_self_speculative import SSDCT2Backend
 
-    audio = load_audio(jfk_path)
     seen = []
     orig = ct2_whisper.CT2WhisperDecoder.generate
 
     def spy(self, prefix, **options):
-        seen.append(options.get("beam_size"))
+        seen.append(options.get("beam_size") or 1)
         return orig(self, prefix, **options)
 
     monkeypatch.setattr(ct2_whisper.CT2WhisperDecoder, "generate", spy)
+    return seen
+
+
+def test_ar_backend_decodes_the_final_text_with_beam_search(runtime, jfk_audio, generate_beams):
+    """SSDCT2Backend.transcribe_final runs CTranslate2's beam search of width final_beam_size (plain AR only; SSD
+    verifies against greedy and ignores it); on jfk.flac the beam text is right."""
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
+
+    audio, seen = jfk_audio, generate_beams
     m = runtime.whisper_ssd()
     text = "".join(w.text for w in SSDCT2Backend(m, speculate=False, final_beam_size=5).transcribe_final(audio).words)
     assert seen == [5]
@@ -531,23 +537,13 @@ def test_the_final_decode_verifies_its_draft_exactly(runtime, jfk_path):
             assert r.stats["accepted"] < r.stats["draft_tokens"]
 
 
-def test_runtime_backend_decodes_finals_with_the_configured_beam(cfg, jfk_path, monkeypatch):
+def test_runtime_backend_decodes_finals_with_the_configured_beam(cfg, jfk_audio, generate_beams):
     """The ASR backend the runtime builds (the one the CLI, the GUI and the benchmarks use) decodes an utterance's
     final text with beam search of width asr.final_beam_size and its partials greedily; asr.final_beam_size = 1
     makes the final greedy too."""
-    from audio.io import load_audio
-    from engine.asr import whisper_ct2 as ct2_whisper
     from engine.runtime import Runtime
 
-    audio = load_audio(jfk_path)
-    seen = []
-    orig = ct2_whisper.CT2WhisperDecoder.generate
-
-    def spy(self, prefix, **options):
-        seen.append(options.get("beam_size") or 1)
-        return orig(self, prefix, **options)
-
-    monkeypatch.setattr(ct2_whisper.CT2WhisperDecoder, "generate", spy)
+    audio, seen = jfk_audio, generate_beams
     texts = {}
     for width in (cfg.asr.final_beam_size, 1):
         backend = Runtime(cfg.with_overrides({"asr": {"final_beam_size": width}}), progress=False).asr_backend()

@@ -559,11 +559,8 @@ class SSDCT2Backend:
         whole utterance does not use SSD's relaxed τ_SLM); ignored under beam search. ``language``, ``prefix``,
         ``padded_retry``: as in :meth:`transcribe`."""
         beam = self.final_beam_size if not self.speculate and self.final_beam_size > 1 else None
-        if draft.strip() and beam is None:
-            return self.transcribe(audio, prompt, draft=draft, language=language, prefix=prefix,
-                                   padded_retry=padded_retry)
-        return self.transcribe(audio, prompt, beam_size=beam, language=language, prefix=prefix,
-                               padded_retry=padded_retry)
+        kw = {"draft": draft} if draft.strip() and beam is None else {"beam_size": beam}
+        return self.transcribe(audio, prompt, language=language, prefix=prefix, padded_retry=padded_retry, **kw)
 
     def transcribe(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None,
                    draft: str | None = None, language=None, prefix: str = "",
