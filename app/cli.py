@@ -32,7 +32,8 @@ BENCHES = {  # name → module with main(argv)
     "predgen": "bench.predgen_bench", "ssbd": "bench.ssbd_bench", "partial-streams": "bench.make_partial_streams",
     "voice": "bench.voice_bench", "soak": "bench.soak_bench", "caption": "bench.caption_bench",
     "duplex": "bench.duplex_bench", "all": "bench.all", "verify-cost": "bench.gpu_verify_cost",
-    "conversation": "bench.conversation_bench", "vad-gate": "bench.vad_gate", "gpu-codec-tts": "bench.gpu_codec_tts",
+    "conversation": "bench.conversation_bench", "causal-final": "bench.causal_final_bench",
+    "vad-gate": "bench.vad_gate", "gpu-codec-tts": "bench.gpu_codec_tts",
 }
 
 

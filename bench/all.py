@@ -187,6 +187,10 @@ JOBS: tuple[Job, ...] = (
               "the English-German "
               "read text and French/German/Spanish utterances with asr.language=auto: language ID, captions into "
               "English (chrF)"),
+    Job("causal-final", "conversation_causal.json", _bench("causal-final"), 900,
+        about="what a live final loses by not hearing the future: at each end of speech of the conversation job's "
+              "default run, offline Whisper on all the audio heard so far (+ 0, 1, 3 s of look-ahead), against "
+              "offline beam 5 and the text (run after the conversation job: it reads conversation.json)"),
     Job("vad-gate", "vad_gate.json", _bench("vad-gate"), 60,
         about="the VAD's near-talker gate on development conversations (seeds 7-9, babble and clean): near-talker "
               "speech lost against quiet per vad.near_snr_db, and the default that loses none"),

@@ -1603,6 +1603,36 @@ compute ≤ 0.5× audio):
         "revised − greedy (text)", "final p90", "compute ÷ audio"], dwrows)}"""
 
 
+def section_causal_final(r: Results) -> str:
+    """What a live final loses by not hearing the future (``conversation_causal.json``, ``specvoice bench
+    causal-final``)."""
+    if not (r.folder / "conversation_causal.json").exists():
+        return ""
+    d = r("conversation_causal")
+    cfg = d["config"]
+    rows = []
+    for g, per in d["per_group"].items():
+        for k, s in per.items():
+            rows.append([f"**{g}**" if g == "all" else g, k,
+                         f"{num(s['wer_vs_beam5'], 3)} ({signed(s['wer_delta_vs_offline_greedy'], 3)})",
+                         f"{num(s['wer_vs_ref'], 3)} ({signed(s['wer_delta_vs_offline_greedy_ref'], 3)})"])
+    meth = "\n".join(f"* `{k}`: {v}" for k, v in d["methods"].items())
+    return f"""### What a live final loses by not hearing the future (`specvoice bench causal-final`)
+
+A live final is decoded at the end of speech; offline Whisper hears each word with the audio after it. At every end
+of speech of the `conversation.json` run (started {cfg["source_started"]}), offline Whisper (beam
+{cfg["beam_size"]}, word timestamps) decodes all the audio heard so far (the last ≤ {num(cfg["window_s"], 0)} s),
+plus a look-ahead, and keeps the words between the previous end of speech and this one: no compute or latency limit,
+the whole past as context, only the future withheld. Deltas are over offline greedy of the same run (the
+conversation target for a final: ≤ + 0.02).
+
+{produced_by("conversation_causal.json")}
+
+{meth}
+
+{table(["group", "transcript", "WER vs beam 5 (− offline greedy)", "WER vs text (− offline greedy)"], rows)}"""
+
+
 def _flat(d: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     if isinstance(d, dict) and depth < 3:
@@ -1668,7 +1698,7 @@ No section of bench/report.py describes this file yet; its scalar fields as reco
 SECTIONS: tuple[Callable[[Results], str], ...] = (
     section_latency_report, section_voice, section_voice_source, section_predgen, section_ssbd, section_caption,
     section_asr_stream, section_asr_offline, section_asr_decoding, section_soak, section_duplex, section_tts,
-    section_remote, section_tests_slow, section_conversation, section_vad_gate,
+    section_remote, section_tests_slow, section_conversation, section_causal_final, section_vad_gate,
 )
 
 

@@ -197,3 +197,25 @@ def test_offline_greedy_reference_repeats_on_the_real_telephone_call(runtime):
     audio = load_audio(REAL / "pyannote_telephone_two_speakers.wav")
     texts = {off.transcribe(audio, 1)["text"] for _ in range(3)}
     assert len(texts) == 1 and len(next(iter(texts)).split()) > 20
+
+
+def test_causal_final_keeps_each_word_of_a_decode_once(runtime, jfk_audio):
+    """bench causal-final: with a look-ahead past the end of the file every decode hears all of it, so the pieces
+    kept at the ends of speech are the whole-file decode's words, each once; without look-ahead the first piece is
+    decoded from the audio before its end only (its text, then the rest of the sentence in the second piece)."""
+    from faster_whisper import WhisperModel
+
+    from bench.causal_final_bench import causal_words
+
+    model = WhisperModel(str(runtime.model("asr_target").path), device="cpu", compute_type="int8")
+    segs, _ = model.transcribe(jfk_audio, language="en", beam_size=1, temperature=0.0, word_timestamps=True,
+                               vad_filter=False)
+    whole = [w for s in segs for w in s.words]
+    ends = [whole[7].end + 0.05, len(jfk_audio) / 16000]  # the first end of speech after the eighth word
+    pieces = causal_words(model, jfk_audio, ends, beam_size=1, lookahead_s=30.0)
+    assert len(pieces) == 2 and all(pieces)
+    assert normalise(" ".join(pieces)) == normalise("".join(w.word for w in whole))
+    assert normalise(pieces[0]) == normalise("".join(w.word for w in whole[:8]))
+    causal = causal_words(model, jfk_audio, ends, beam_size=1, lookahead_s=0.0)
+    assert len(causal) == 2 and "fellow americans" in normalise(causal[0])
+    assert ConversationWER().wer(JFK_TEXT, " ".join(causal)) <= 0.15
