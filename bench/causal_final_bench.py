@@ -11,9 +11,9 @@ latency are unlimited; the past is all there; only the future is missing. With a
 also hears the L s after each end of speech (a final held back that long), and keeps the same words.
 
 Reported per look-ahead, pooled, per condition and per file: WER against offline beam 5 and against the text
-(:func:`bench.conversation_bench.normalise`), beside offline greedy and the streaming final of the same run, and
-the deltas the issue's bar reads (final − offline greedy). The whole file decoded offline at the same beam is the
-look-ahead-without-limit row.
+(:func:`bench.conversation_bench.normalise`), beside offline greedy and the streaming final of the same run, and the
+deltas the conversation targets read (final − offline greedy). The whole file decoded offline at the same beam is
+the look-ahead-without-limit row.
 
     python -m bench.causal_final_bench [--lookahead 0,1,3] [--from bench/results/conversation.json]
 
@@ -73,14 +73,20 @@ def causal_words(model, audio: np.ndarray, ends: list[float], beam_size: int, lo
     return out
 
 
-def _scores(W, rows: list[dict], key: str) -> dict:
-    """Pooled WER of ``rows``' ``key`` text against offline beam 5 and the text, with the deltas over greedy."""
-    b5, ref, hyp, gr = ([r["beam5"] for r in rows], [r["ref"] for r in rows], [r[key] for r in rows],
-                        [r["greedy"] for r in rows])
-    vb, vr = W.wer(b5, hyp), W.wer(ref, hyp)
+def _scores(W, rows: list[dict], keys: list[str]) -> dict:
+    """{key: pooled WER of ``rows``' ``key`` text against offline beam 5 and the text, with the deltas over
+    offline greedy}."""
+    b5, ref = [r["beam5"] for r in rows], [r["ref"] for r in rows]
+    gr = [r["greedy"] for r in rows]
     gb, gref = W.wer(b5, gr), W.wer(ref, gr)
-    return {"wer_vs_beam5": vb, "wer_vs_ref": vr, "offline_greedy_wer_vs_beam5": gb, "offline_greedy_wer_vs_ref": gref,
-            "wer_delta_vs_offline_greedy": _r(vb - gb, 4), "wer_delta_vs_offline_greedy_ref": _r(vr - gref, 4)}
+    out = {}
+    for key in keys:
+        hyp = [r[key] for r in rows]
+        vb, vr = W.wer(b5, hyp), W.wer(ref, hyp)
+        out[key] = {"wer_vs_beam5": vb, "wer_vs_ref": vr, "offline_greedy_wer_vs_beam5": gb,
+                    "offline_greedy_wer_vs_ref": gref, "wer_delta_vs_offline_greedy": _r(vb - gb, 4),
+                    "wer_delta_vs_offline_greedy_ref": _r(vr - gref, 4)}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from audio.io import AudioError, load_audio
     from bench.asr_stream_bench import machine, write_json
-    from bench.conversation_bench import ConversationWER, Models, _whisper
+    from bench.conversation_bench import ConversationWER, Offline, _whisper
     from engine.config import ConfigError, load_config
+    from engine.runtime import Runtime
 
     try:
         lookaheads = [float(x) for x in a.lookahead.split(",") if x.strip()]
@@ -132,13 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     beam = cfg.asr.final_beam_size
-    model = _whisper(Models(lambda *x: None, True).runtime(cfg), cfg)
-    W = ConversationWER()
+    model = _whisper(Runtime(cfg, progress=False), cfg)
+    off, W = Offline(model), ConversationWER()
     t_run = time.monotonic()
     for r in rows:
-        kw = {"temperature": 0.0} if beam == 1 else {}
-        segs, _ = model.transcribe(r["audio"], language="en", beam_size=beam, vad_filter=False, **kw)
-        r["offline_same_beam"] = " ".join(s.text.strip() for s in segs).strip()
+        r["offline_same_beam"] = off.transcribe(r["audio"], beam)["text"]
         for la in lookaheads:
             r[f"causal_{la:g}"] = " ".join(t for t in causal_words(model, r["audio"], r["ends"], beam, la) if t)
         print(f"causal-final: {r['file']}", file=sys.stderr, flush=True)
@@ -152,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                     "offline_same_beam": f"offline Whisper on the whole file, beam {beam}",
                     **{f"causal_{la:g}": f"offline Whisper at each end of speech on the audio heard so far + {la:g} s"
                        for la in lookaheads}},
-        "per_group": {g: {k: _scores(W, rs, k) for k in keys} for g, rs in groups.items()},
+        "per_group": {g: _scores(W, rs, keys) for g, rs in groups.items()},
         "per_file": [{"file": r["file"], "group": r["group"], "ends": r["ends"],
                       **{k: {"text": r[k], "wer_vs_beam5": W.wer(r["beam5"], r[k]), "wer_vs_ref": W.wer(r["ref"], r[k])}
                          for k in keys}} for r in rows],
