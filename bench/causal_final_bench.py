@@ -45,7 +45,9 @@ def causal_words(model, audio: np.ndarray, ends: list[float], beam_size: int, lo
         model: a ``faster_whisper.WhisperModel``.
         audio: float32 16 kHz mono samples, shape (n,).
         ends: the utterances' ends of speech, seconds from the start of ``audio``, ascending.
-        beam_size: beam width (1 = greedy at temperature 0; wider keeps faster-whisper's temperature fallback).
+        beam_size: beam width (1 = greedy at temperature 0; wider keeps faster-whisper's temperature fallback,
+            which re-decodes a window that fails Whisper's thresholds by sampling: in babble such a window's text
+            can differ from run to run; without the fallback those windows loop and the loss looks larger).
         lookahead_s: seconds of audio after each end that the decode also hears (≥ 0).
         language: the Whisper language code decoded in.
 
