@@ -175,7 +175,7 @@ def make_data(seed: int = 0) -> None:
 # alone, and of a per-frame layer and convolution over them — the two err on different utterances
 ARCHS = {"stats": {"frame": 0, "hidden": 256, "dropout": 0.2, "epochs": 40},
          "frames": {"frame": 192, "kernel": 5, "hidden": 256, "dropout": 0.2, "epochs": 24}}
-FUSE_WEIGHT = 2.0  # the default asr.language_head, for the validation numbers
+FUSE_WEIGHT = 2.0  # the fusion weight of the card's validation numbers (the product's is asr.language_head)
 MAX_TRAIN_FRAMES = 400  # 8 s: longer utterances are cropped while training (the pooled statistics hardly change)
 
 
