@@ -43,7 +43,12 @@ def test_config_file_models_section(tmp_path, small_gguf, jfk_path, capsys):
 
 @pytest.mark.parametrize("spec", ["Systran/faster-whisper-small", "org/repo:file.gguf"])
 def test_a_hub_id_offline_is_one_clear_error(tmp_path, jfk_path, monkeypatch, capsys, spec):
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub reads the variable when first imported, which an earlier test may have done: without this
+    # the download would try the network and fail only when it times out
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     role = "ASR_TARGET" if "whisper" in spec else "LLM_TARGET"
     monkeypatch.setenv(f"SPECVOICE_MODEL_{role}", spec)
     cmd = "transcribe" if role == "ASR_TARGET" else "assist"
