@@ -638,6 +638,38 @@ def captions(items: list[Item], cfg, models: Models, log, target: str = "en") ->
     return {"supported": True, "target": target, "per_language": per_lang, "files": rows}
 
 
+def captions_target(path: Path, method: str, cfg) -> tuple[dict | None, str | None]:
+    """(the result at ``path``, None) where it has a language-ID section and its ASR settings for ``method`` equal
+    ``cfg``'s (captions added to it then come from the configuration the rest of it measured), else (None, why)."""
+    import json
+
+    try:
+        report = json.loads(path.read_text())
+        ran = report["config"]["settings"][method]["asr"] if "langid" in report else report["langid"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return None, f"{path}: no language-ID result for {method} ({type(e).__name__}: {e})"
+    now = json.loads(json.dumps(dataclasses.asdict(cfg.asr)))
+    if ran != now:
+        diff = sorted(k for k in set(ran) | set(now) if ran.get(k) != now.get(k))
+        return None, f"{path} ran with other ASR settings ({', '.join(diff)})"
+    return report, None
+
+
+def captions_into(path: Path, report: dict, lid: list[Item], auto_cfg, models: Models, log) -> int:
+    """:func:`captions` of the language-ID corpus written into ``report``'s ``langid`` section (checked by
+    :func:`captions_target`) and saved at ``path``, with the time the captions ran: for a run whose caption model
+    was missing. Returns 0."""
+    from bench.asr_stream_bench import write_json
+
+    started = time.strftime("%Y-%m-%dT%H:%M:%S")
+    cap = {**captions(lid, auto_cfg, models, log), "started": started,
+           "run": "apart from the rest of the result (--captions-into), with its settings"}
+    report["langid"]["captions"] = cap
+    write_json(path, report)
+    log(f"conversation: captions → {path}: {cap.get('per_language') or cap.get('reason')}")
+    return 0
+
+
 # ----------------------------------------------------------------------------------------------------------- main
 def _fmt(x, nd=3):
     return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
@@ -714,6 +746,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", metavar="DIR", default=str(CONVERSATION),
                     help="folder of the conversation and langid corpora (default bench/data/conversation, the "
                          "held-out test set; a development set: python -m bench.make_conversation --seed N --out DIR)")
+    ap.add_argument("--captions-into", metavar="RESULT",
+                    help="only the captions of the language-ID corpus, written into the langid section of RESULT "
+                         "(an earlier run's JSON, whose settings must equal these; for a run whose caption model was "
+                         "missing)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
 
@@ -734,6 +770,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"conversation: {e}", file=sys.stderr)
         return 2
+    cap_report = None
+    if a.captions_into:  # checked before any model loads
+        cap_report, why = (captions_target(Path(a.captions_into), methods[0], cfgs[methods[0]])
+                           if corpora == ["langid"] else (None, "it needs --corpus langid"))
+        if cap_report is None:
+            print(f"conversation: --captions-into: {why}", file=sys.stderr)
+            return 2
     try:
         items = load_items(corpora, Path(a.data))
     except SystemExit as e:
@@ -773,6 +816,11 @@ def main(argv: list[str] | None = None) -> int:
         if auto_reason:
             auto_cfgs = {}
             log(f"conversation: asr.language=auto not supported ({auto_reason}); language ID not measured")
+    if a.captions_into:
+        if auto_reason:
+            print(f"conversation: --captions-into: asr.language=auto not supported ({auto_reason})", file=sys.stderr)
+            return 2
+        return captions_into(Path(a.captions_into), cap_report, items, auto_cfgs[methods[0]], models, log)
     rt0 = models.runtime(base)
     off = Offline(_whisper(rt0, base))
     W = ConversationWER()

@@ -1562,7 +1562,8 @@ language:
         cap = li.get("captions") or {}
         if cap.get("supported"):
             crow = [[k, str(v["files"]), num(v["chrf"], 1), v["reference"]] for k, v in cap["per_language"].items()]
-            captxt = f"Captions into {cap['target']} (chrF against the references):\n\n" + table(
+            apart = f", run apart on {cap['started'][:10]} with the same settings" if cap.get("started") else ""
+            captxt = f"Captions into {cap['target']} (chrF against the references{apart}):\n\n" + table(
                 ["source language", "utterances", "chrF", "reference"], crow)
         else:
             captxt = f"Captions into English: not measured ({cap.get('reason', 'not run')})."

@@ -185,6 +185,27 @@ def test_bench_on_jfk_with_whisper_base(tmp_path):
     assert W.wer(JFK_TEXT, wrong) == pytest.approx(1 / 22, abs=1e-4)
 
 
+def test_captions_into_refuses_a_result_of_other_settings_before_loading_a_model(tmp_path, capsys):
+    """--captions-into adds captions only to a result measured with the same ASR settings, and leaves it untouched
+    otherwise."""
+    from bench.conversation_bench import main
+
+    res = tmp_path / "conversation.json"
+    shutil.copy(ROOT / "bench" / "results" / "conversation.json", res)
+    before = res.read_bytes()
+    assert main(["--corpus", "langid", "--captions-into", str(res), "--set", "asr.language_head=1.5"]) == 2
+    err = capsys.readouterr().err
+    assert "other ASR settings (language_head)" in err and "Traceback" not in err
+    assert main(["--corpus", "real", "--captions-into", str(res)]) == 2
+    assert "--corpus langid" in capsys.readouterr().err
+    res.write_text(json.dumps({"config": {}}))
+    assert main(["--corpus", "langid", "--captions-into", str(res)]) == 2
+    assert "no language-ID result" in capsys.readouterr().err
+    res.write_bytes(before)
+    assert main(["--corpus", "langid", "--captions-into", str(tmp_path / "none.json")]) == 2
+    assert res.read_bytes() == before
+
+
 def test_offline_greedy_reference_repeats_on_the_real_telephone_call(runtime):
     """Greedy is temperature 0 alone: with faster-whisper's default fallback, windows of this call that fail its
     thresholds are re-decoded by sampling and the reference text changed from run to run."""
