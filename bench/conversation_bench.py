@@ -645,9 +645,11 @@ def captions_target(path: Path, method: str, cfg) -> tuple[dict | None, str | No
 
     try:
         report = json.loads(path.read_text())
-        ran = report["config"]["settings"][method]["asr"] if "langid" in report else report["langid"]
+        ran = report["config"]["settings"][method]["asr"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         return None, f"{path}: no language-ID result for {method} ({type(e).__name__}: {e})"
+    if "langid" not in report:
+        return None, f"{path}: no language-ID result for {method} (no langid section)"
     now = json.loads(json.dumps(dataclasses.asdict(cfg.asr)))
     if ran != now:
         diff = sorted(k for k in set(ran) | set(now) if ran.get(k) != now.get(k))
@@ -661,8 +663,7 @@ def captions_into(path: Path, report: dict, lid: list[Item], auto_cfg, models: M
     was missing. Returns 0."""
     from bench.asr_stream_bench import write_json
 
-    started = time.strftime("%Y-%m-%dT%H:%M:%S")
-    cap = {**captions(lid, auto_cfg, models, log), "started": started,
+    cap = {**captions(lid, auto_cfg, models, log), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
            "run": "apart from the rest of the result (--captions-into), with its settings"}
     report["langid"]["captions"] = cap
     write_json(path, report)
@@ -799,7 +800,7 @@ def main(argv: list[str] | None = None) -> int:
 
     models = Models(log, a.quiet)
     warm = audio[items[0].name][: 3 * SR]
-    for m in methods:
+    for m in methods if not a.captions_into else []:  # captions decode with language auto only
         models.backend(m, False, cfgs[m], warm)
     # language "auto": accepted by the configuration, decoded by the backend, reported on the events?
     auto_cfgs: dict[str, object] = {}
