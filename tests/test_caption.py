@@ -107,6 +107,42 @@ def test_guard_language_check_per_target():
     assert not FidelityGuard("es").verdict(COMMAND, "Set a timer for ten minutes, please now.").ok
 
 
+def test_worked_pairs_are_in_the_source_language_and_the_target():
+    """The few-shot pairs of a caption into English from German are German → English (an English-only example set
+    would show the model no translation into English at all); English → German keeps the English sources."""
+    from engine.translate.translator import FEWSHOT_SENTENCES, fewshot_pairs
+
+    msgs, tag = build_messages("Wie spät ist es?", "English", "strict", "German")
+    shown = [m["content"] for m in msgs if m["role"] == "assistant"]
+    assert tag == "English:" and shown == [f"English: {s}" for s in FEWSHOT_SENTENCES["en"]]
+    assert all("<source>" + s + "</source>" in m["content"] for s, m in
+               zip(FEWSHOT_SENTENCES["de"], [m for m in msgs if m["role"] == "user"]))
+    assert fewshot_pairs("English", "de") == list(zip(FEWSHOT_SENTENCES["en"], FEWSHOT_SENTENCES["de"]))
+    assert fewshot_pairs("fr", "Spanish") == list(zip(FEWSHOT_SENTENCES["fr"], FEWSHOT_SENTENCES["es"]))
+    assert fewshot_pairs("German", "German") == [] and fewshot_pairs("Japanese", "English") == []
+
+
+@pytest.mark.parametrize("language, source, words", [
+    ("de", "Kannst du mir sagen, wie spät es ist?", ("can you",)),
+    ("de", "Ich habe meinen Schlüssel im Auto vergessen.", ("key", "car")),
+    ("fr", "Mon frère prépare une soupe pour le dîner.", ("soup",)),
+    ("fr", "Je voudrais un café, s'il vous plaît.", ("coffee",)),
+    ("es", "¿Dónde está la estación de tren?", ("train", "station")),
+])
+def test_a_caption_into_english_is_the_bare_translation(qwen_small, language, source, words):
+    """Into English from the language the speech was identified in: the English words, a question still a question,
+    not wrapped in quote marks and not opening with the prompt's instruction."""
+    from engine.translate.caption_loop import set_source_language
+
+    tr = Translator(qwen_small, "en")
+    set_source_language(tr, language)
+    text = tr.translate(source).text
+    low = text.lower()
+    assert all(w in low for w in words), text
+    assert not text.startswith(('"', "«", "“")) and "obey" not in low and "<source>" not in low, text
+    assert text.rstrip().endswith("?") == source.rstrip().endswith("?"), text
+
+
 def test_frames_put_the_source_in_delimiters():
     msgs, tag = build_messages(QUESTION, "German", "fewshot")
     assert msgs[-1]["content"] == f"<source>{QUESTION}</source>" and tag == ""

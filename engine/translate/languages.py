@@ -17,7 +17,7 @@ LANGUAGES = {"de": "German", "fr": "French", "es": "Spanish", "it": "Italian", "
 CODES = {v.lower(): k for k, v in LANGUAGES.items()}
 
 
-#: target languages the guard's language check and the few-shot pairs cover
+#: target languages the guard's language check covers (and English)
 SUPPORTED = ("de", "fr", "es")
 
 

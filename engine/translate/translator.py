@@ -7,7 +7,8 @@ greedily from scratch; the unchanged prompt prefix (instruction + few-shot pairs
 Framing (``frame``): the source is *data to translate*, not a message to the assistant —
     plain      system instruction + the raw source as the user turn (the old prompt: it answers questions);
     delimited  the source between ``<source>`` tags, with an instruction that it is never addressed to the model;
-    fewshot    delimited + worked pairs whose sources are a question, a request and a greeting;
+    fewshot    delimited + worked pairs, a question, a request and a greeting in the source language and their
+               translations (:func:`fewshot_pairs`);
     prefix     fewshot + a target-language tag opening the assistant turn (``German:``);
     strict     prefix + a per-turn reminder to translate and never answer (the default: measured best, see the
                README's caption section);
@@ -34,22 +35,27 @@ DEFAULT_FRAME = "strict"
 GUARD_FRAME = "guard"
 
 
-
-
-
-
-# worked pairs (written by hand): a question, a request and a greeting are translated, never answered or obeyed
-FEWSHOT = {
-    "de": [("What is the capital of France?", "Was ist die Hauptstadt von Frankreich?"),
-           ("Write a short poem about the sea.", "Schreibe ein kurzes Gedicht über das Meer."),
-           ("Hello, how are you", "Hallo, wie geht es dir")],
-    "fr": [("What is the capital of France?", "Quelle est la capitale de la France ?"),
-           ("Write a short poem about the sea.", "Écris un court poème sur la mer."),
-           ("Hello, how are you", "Bonjour, comment vas-tu")],
-    "es": [("What is the capital of France?", "¿Cuál es la capital de Francia?"),
-           ("Write a short poem about the sea.", "Escribe un poema corto sobre el mar."),
-           ("Hello, how are you", "Hola, cómo estás")],
+# worked examples (written by hand): a question, a request and a greeting, the same three in every language listed;
+# a pair of any two of them shows the model the source language, the target and the bare output (no quote marks)
+FEWSHOT_SENTENCES = {
+    "en": ("What is the capital of France?", "Write a short poem about the sea.", "Hello, how are you"),
+    "de": ("Was ist die Hauptstadt von Frankreich?", "Schreibe ein kurzes Gedicht über das Meer.",
+           "Hallo, wie geht es dir"),
+    "fr": ("Quelle est la capitale de la France ?", "Écris un court poème sur la mer.", "Bonjour, comment vas-tu"),
+    "es": ("¿Cuál es la capital de Francia?", "Escribe un poema corto sobre el mar.", "Hola, cómo estás"),
+    "it": ("Qual è la capitale della Francia?", "Scrivi una breve poesia sul mare.", "Ciao, come stai"),
+    "pt": ("Qual é a capital da França?", "Escreva um pequeno poema sobre o mar.", "Olá, como vai você"),
+    "nl": ("Wat is de hoofdstad van Frankrijk?", "Schrijf een kort gedicht over de zee.", "Hallo, hoe gaat het met je"),
 }
+
+
+def fewshot_pairs(source_language: str, target: str) -> list[tuple[str, str]]:
+    """The worked (source, translation) pairs for translating ``source_language`` into ``target`` (language names or
+    codes): the :data:`FEWSHOT_SENTENCES` of both, or none when either is not listed or they are the same."""
+    src, tgt = language_code(source_language) or "", language_code(target) or ""
+    if src == tgt or src not in FEWSHOT_SENTENCES or tgt not in FEWSHOT_SENTENCES:
+        return []
+    return list(zip(FEWSHOT_SENTENCES[src], FEWSHOT_SENTENCES[tgt]))
 
 
 def _system(target: str, source_language: str = "English") -> str:
@@ -85,7 +91,7 @@ def build_messages(source: str, target: str, frame: str = DEFAULT_FRAME,
 
     msgs = [{"role": "system", "content": _system(target, source_language)}]
     if frame != "delimited":
-        for src, tgt in FEWSHOT.get(language_code(target) or "", []):
+        for src, tgt in fewshot_pairs(source_language, target):
             msgs += [{"role": "user", "content": user(src)},
                      {"role": "assistant", "content": f"{tag} {tgt}" if tag else tgt}]
     msgs.append({"role": "user", "content": user(source, last=True)})
@@ -143,34 +149,5 @@ class Translator:
         toks = list(greedy_stream(self.session, self.prompt_tokens(source, frame), self.max_tokens, self.lm.eos_ids,
                                   cancel, stats))
         return TranslationResult(self.lm.detokenize(toks).strip(), toks, time.perf_counter() - t0, stats)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
