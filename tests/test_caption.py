@@ -100,6 +100,20 @@ def test_guard_verdicts(source, caption, ok):
     assert FidelityGuard("de").verdict(source, caption).ok is ok
 
 
+@pytest.mark.parametrize("source, caption, ok", [
+    ("Me gustaría reservar una mesa para cuatro personas.", "I would like to reserve a table for four people.", True),
+    ("Je vais au marché demain matin.", "I will go to the market tomorrow morning.", True),
+    ("Ich bin heute sehr müde von der Arbeit.", "I am very tired from work today.", True),
+    ("Wie spät ist es jetzt in Berlin?", "Sure! It is three o'clock in Berlin right now.", False),
+    ("Kannst du mir sagen, wie spät es ist?", "I can't tell you the time, I am a translation engine.", False),
+])
+def test_guard_into_english_takes_first_person_for_a_translation(source, caption, ok):
+    """Into English, a caption opening "I would / I will / I am" translates first-person speech (Spanish drops the
+    pronoun, so the source cannot show it); "Sure!" still opens a reply, and an answer loses the question mark."""
+    assert FidelityGuard("en").verdict(source, caption).ok is ok, FidelityGuard("en").verdict(source, caption)
+    assert not FidelityGuard("de").verdict("Can you tell me what time it is?", "I can tell you: it is three.").ok
+
+
 def test_guard_language_check_per_target():
     assert FidelityGuard("fr").verdict(QUESTION, "Peux-tu me dire quelle heure il est ?").ok
     assert FidelityGuard("es").verdict(QUESTION, "¿Puedes decirme qué hora es?").ok

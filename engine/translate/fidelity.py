@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 
 # openers of a reply (not of a translation), per language; English covers an untranslated answer
 ANSWER_OPENERS = {
-    "en": r"(sure|certainly|of course|absolutely|yes|no|here is|here are|here's|i am|i'm|i can|i cannot|i can't|i'll|i will|"
-          r"i'd|i would|as an ai|sorry|unfortunately|the current time|it is currently|hello! how can i)\b",
+    "en": r"(sure|certainly|of course|absolutely|yes|no|here is|here are|here's|i am|i'm|i can|i cannot|i can't|"
+          r"i'll|i will|i'd|i would|as an ai|sorry|unfortunately|the current time|it is currently|"
+          r"hello! how can i)\b",
     "de": r"(natürlich|gerne|gern|sicher[,!]|klar[,!]|ja[,!]|nein[,!]|hier (ist|sind)|ich bin|ich kann|ich habe|"
           r"ich werde|ich würde|es tut mir leid|leider|entschuldigung|als (ki|künstliche)|die aktuelle|"
           r"wie kann ich (ihnen|dir) helfen)",
@@ -41,6 +42,9 @@ ANSWER_OPENERS = {
     "es": r"(claro|por supuesto|desde luego|sí[,!]|no[,!]|aquí (está|están|tienes)|soy |puedo|no puedo|voy a|"
           r"lo siento|lamentablemente|como (ia|una ia)|la hora actual|¿en qué puedo ayudarte)",
 }
+
+
+_FIRST_PERSON = re.compile(r"i\b|i'")
 
 
 _QWORDS = set("what how why when where who whom whose which can could would will should shall do does did is are "
@@ -167,6 +171,10 @@ class FidelityGuard:
                         for lang in {"en", src_lang} & set(ANSWER_OPENERS))
         for lang in {"en", self.code} & set(ANSWER_OPENERS):
             m = re.match(r"[\s\"'«¡¿]*" + ANSWER_OPENERS[lang], cap_low)
+            # into English, "I am / I will / I would …" is how first-person speech translates (Spanish and Italian
+            # drop the pronoun, so the source's own opener cannot tell); a reply's other openers still count
+            if m and self.code == "en" and src_lang != "en" and _FIRST_PERSON.match(m.group(1)):
+                continue
             if m and not src_opens:
                 reasons.append(f"answer_opener:{m.group(0).strip()}")
                 break
