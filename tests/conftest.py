@@ -66,8 +66,6 @@ def same_or_near_tie(lm, prompt, a, b, tol=0.5):
     """Greedy outputs ``a`` and ``b`` for ``prompt`` are equal, or first differ where the two tokens' logits are within
     ``tol`` (llama.cpp's batched logits differ slightly from one-at-a-time logits, ../shared/MODELS.md).
     Returns the first differing position (None if equal)."""
-    import numpy as np
-
     from engine.llm.generate import LMSession
 
     if a == b:

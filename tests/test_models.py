@@ -1,8 +1,6 @@
 """Model layer: join split parts, verify sha256, refuse mismatches, local-path and env overrides."""
 
-import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
