@@ -33,6 +33,7 @@ BENCHES = {  # name → module with main(argv)
     "voice": "bench.voice_bench", "soak": "bench.soak_bench", "caption": "bench.caption_bench",
     "duplex": "bench.duplex_bench", "all": "bench.all", "verify-cost": "bench.gpu_verify_cost",
     "conversation": "bench.conversation_bench", "causal-final": "bench.causal_final_bench",
+    "caption-prompt": "bench.caption_prompt_bench",
     "vad-gate": "bench.vad_gate", "gpu-codec-tts": "bench.gpu_codec_tts",
 }
 

@@ -229,6 +229,9 @@ JOBS: tuple[Job, ...] = (
                "bench/data/caption/mt14*.flac", "bench/data/caption/mt15*.flac", "bench/data/caption/m30k01*.flac",
                "bench/data/caption/m30k02*.flac", "--methods", "ssbd_sentence", "ssbd_utterance"), 1200,
         about="SSBD translating sentence by sentence vs the whole utterance, 42 of the caption files, one run"),
+    Job("caption-prompt", "caption_prompt.json", _bench("caption-prompt"), 600,
+        about="captions into English from German, French and Spanish text, Qwen 1.5B: the prompt with worked pairs in "
+              "the source language against no worked pairs (quote-wrapped, echoed, untranslated, chrF)"),
     Job("caption-0.5b", "caption_qwen0.5b.json",
         _bench("caption", "--methods", "ar", "ssbd", "--set", "caption.model_role=llm_draft"),
         1800, about="the same 100 files with the 0.5B LLM (AR and SSBD, SSBD shown with every display-only mask-k)"),

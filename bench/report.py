@@ -679,7 +679,40 @@ recomputed as above; its own validation rule would choose mask-{q["mask_k_choice
 The 1.5B stays the caption model: the 0.5B scores {num(a["chrf"] - qm["ar"]["chrf"], 1)} chrF points less with AR
 ({num(qm["ssbd"]["chrf"])} with SSBD; the 1.5B {num(s["chrf"])}), answered
 {qm["ssbd"]["answers_instead_of_translating"]}–{qm["ar"]["answers_instead_of_translating"]} of the
-{len(q["files"])} inputs and its guard re-translated {qm["ar"]["guard_triggers"]}–{qm["ssbd"]["guard_triggers"]}."""
+{len(q["files"])} inputs and its guard re-translated {qm["ar"]["guard_triggers"]}–{qm["ssbd"]["guard_triggers"]}.
+
+{_caption_prompt(r)}"""
+
+
+CAPTION_PROMPT_LABEL = {"no_pairs": "no worked pairs", "source_pairs": "worked pairs in the source language"}
+
+
+def _caption_prompt(r: Results) -> str:
+    """Captions into English with and without worked pairs (``caption_prompt.json``)."""
+    d = r("caption_prompt")
+    cfg, methods = d["config"], d["methods"]
+    dflt = "source_pairs"
+    rows = []
+    for key, m in methods.items():
+        for lang, x in m["per_language"].items():
+            rows.append([lang, bold(CAPTION_PROMPT_LABEL.get(key, key) + (" (default)" if key == dflt else ""),
+                                    key == dflt),
+                         f"{x['quoted']} / {x['sentences']}", f"{x['echo']} / {x['sentences']}",
+                         f"{x['untranslated']} / {x['sentences']}", num(x["chrf"], 1), sec(x["compute_s"], 1)])
+    return f"""### Captions into English: worked pairs in the source language
+
+Under `asr.language = auto` speech in another language is captioned from the language it was identified in, and the
+target may be English. The prompt's worked pairs (a question, a request and a greeting) are written in the source
+language with their translation; without them the model is shown no English output and often wraps its translation
+in quote marks or repeats the instruction. One run, both prompts one after the other on the same
+{cfg["sentences"]} written sentences of the language-ID corpus (`{cfg["input"]}`: German from Multi30k test 2016 with
+its English reference, French and Spanish without one), {cfg["model"]}, {cfg["decoding"]}, the `{cfg["frame"]}`
+frame. "Quote-wrapped": the caption opens with a quote mark the sentence does not; "echo": it repeats the prompt's
+instruction; "untranslated": more of the source language's stop words and letters than English.
+
+{produced_by("caption_prompt.json")}
+
+{table(["source", "prompt", "quote-wrapped", "echo", "untranslated", "chrF (references)", "compute"], rows)}"""
 
 
 ASR_STREAM_DESC = {

@@ -68,10 +68,11 @@ def _system(target: str, source_language: str = "English") -> str:
 
 
 def build_messages(source: str, target: str, frame: str = DEFAULT_FRAME,
-                   source_language: str = "English") -> tuple[list[dict[str, str]], str]:
+                   source_language: str = "English", pairs: bool = True) -> tuple[list[dict[str, str]], str]:
     """Chat messages for translating ``source`` (in ``source_language``, a language name) into ``target`` (a
     language name) in ``frame``, and the text that opens the assistant turn (empty or the target-language tag of the
-    ``prefix``/``strict``/``guard`` frames)."""
+    ``prefix``/``strict``/``guard`` frames). ``pairs``: False leaves out the worked pairs of every frame (the
+    baseline of ``specvoice bench caption-prompt``)."""
     if frame not in FRAMES:
         raise ValueError(f"unknown frame {frame!r} (one of {', '.join(FRAMES)})")
     if frame == "plain":
@@ -90,7 +91,7 @@ def build_messages(source: str, target: str, frame: str = DEFAULT_FRAME,
         return f"<source>{s}</source>"
 
     msgs = [{"role": "system", "content": _system(target, source_language)}]
-    if frame != "delimited":
+    if frame != "delimited" and pairs:
         for src, tgt in fewshot_pairs(source_language, target):
             msgs += [{"role": "user", "content": user(src)},
                      {"role": "assistant", "content": f"{tag} {tgt}" if tag else tgt}]
@@ -120,13 +121,16 @@ class Translator:
         target: language name or code ("de" → German).
         max_tokens: longest translation, LLM tokens.
         frame: prompt framing, one of :data:`FRAMES`.
+        pairs: the prompt shows the worked pairs of :func:`fewshot_pairs` (False: none, in any frame).
     """
 
     frame = DEFAULT_FRAME
     source_language = "English"  # the language name of the source text (the caption loop sets the detected one)
 
-    def __init__(self, lm, target: str = "German", max_tokens: int = 96, frame: str | None = None):
+    def __init__(self, lm, target: str = "German", max_tokens: int = 96, frame: str | None = None,
+                 pairs: bool = True):
         self.lm = lm
+        self.pairs = pairs
         self.session = LMSession(lm)
         self.target = language_name(target)
         self.max_tokens = max_tokens
@@ -137,7 +141,8 @@ class Translator:
 
     def prompt_tokens(self, source: str, frame: str | None = None) -> list[int]:
         """The prompt up to where the translation starts (incl. a prefix frame's target-language tag)."""
-        messages, tag = build_messages(source, self.target, frame or self.frame, self.source_language)
+        messages, tag = build_messages(source, self.target, frame or self.frame, self.source_language,
+                                       getattr(self, "pairs", True))
         text = self.lm.chat_prompt(messages) + tag
         return self.lm.tokenize(text, special=True)
 
