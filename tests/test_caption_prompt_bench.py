@@ -1,7 +1,6 @@
 """``specvoice bench caption-prompt``: captions into English with and without worked pairs, side by side on the
 language-ID corpus's sentences (real Qwen 0.5B), and what it counts as a defect."""
 
-
 from bench.caption_prompt_bench import defects, main, sentences
 
 

@@ -2,7 +2,8 @@
 
 :class:`Translator` is the AR re-translation baseline: each update renders the prompt and decodes the translation
 greedily from scratch; the unchanged prompt prefix (instruction + few-shot pairs) is reused from the KV cache.
-:class:`engine.translate.biased_retranslation.SSBDTranslator` (ssbd_live_translation.txt, Algorithm 1) inherits its prompt from here.
+:class:`engine.translate.biased_retranslation.SSBDTranslator` (ssbd_live_translation.txt, Algorithm 1) inherits its
+prompt from here.
 
 Framing (``frame``): the source is *data to translate*, not a message to the assistant —
     plain      system instruction + the raw source as the user turn (the old prompt: it answers questions);
