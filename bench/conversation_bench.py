@@ -641,8 +641,6 @@ def captions(items: list[Item], cfg, models: Models, log, target: str = "en") ->
 def captions_target(path: Path, method: str, cfg) -> tuple[dict | None, str | None]:
     """(the result at ``path``, None) where it has a language-ID section and its ASR settings for ``method`` equal
     ``cfg``'s (captions added to it then come from the configuration the rest of it measured), else (None, why)."""
-    import json
-
     try:
         report = json.loads(path.read_text())
         ran = report["config"]["settings"][method]["asr"]

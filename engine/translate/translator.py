@@ -127,6 +127,7 @@ class Translator:
 
     frame = DEFAULT_FRAME
     source_language = "English"  # the language name of the source text (the caption loop sets the detected one)
+    pairs = True
 
     def __init__(self, lm, target: str = "German", max_tokens: int = 96, frame: str | None = None,
                  pairs: bool = True):
@@ -142,8 +143,7 @@ class Translator:
 
     def prompt_tokens(self, source: str, frame: str | None = None) -> list[int]:
         """The prompt up to where the translation starts (incl. a prefix frame's target-language tag)."""
-        messages, tag = build_messages(source, self.target, frame or self.frame, self.source_language,
-                                       getattr(self, "pairs", True))
+        messages, tag = build_messages(source, self.target, frame or self.frame, self.source_language, self.pairs)
         text = self.lm.chat_prompt(messages) + tag
         return self.lm.tokenize(text, special=True)
 
