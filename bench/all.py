@@ -179,12 +179,13 @@ JOBS: tuple[Job, ...] = (
         about="the noise floor of the streaming WER target: offline greedy and beam 5 on both corpora, again after "
               "0.05-0.5 s of silence put before each file, scored against the unshifted beam-5 transcript"),
     Job("conversation", "conversation.json",
-        _bench("conversation", "--methods", "default,ar_final_greedy,ar_final_beam5,ar_final_retry"), 4200,
+        _bench("conversation", "--methods",
+               "default,ar_final_greedy,ar_final_beam5,ar_final_retry,ar_context_repeat_off"), 5400,
         about="conversational speech in real time (bench/data/conversation: 2-4 voices, hesitations, fillers, "
               "restarts, backchannels, overlaps; clean, reverb, babble, telephone) and the real recordings: WER vs "
               "text and offline beam 5 per file and condition, offline greedy in the same run, for the default (beam 3 "
-              "on the final text's decode) beside a greedy final, a beam-5 final and the final's padded re-decode; "
-              "the English-German "
+              "on the final text's decode) beside a greedy final, a beam-5 final, the final's padded re-decode and "
+              "finals that keep the acoustic context written again (asr.context_repeat_words = 0); the English-German "
               "read text and French/German/Spanish utterances with asr.language=auto: language ID, captions into "
               "English (chrF)"),
     Job("causal-final", "conversation_causal.json", _bench("causal-final"), 900,

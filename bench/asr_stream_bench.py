@@ -115,6 +115,8 @@ METHODS: dict[str, dict] = {
     "ar_revise_context4": {"asr": {"method": "ar", "revise_context_s": 4.0}},
     # the final decodes tell new words from committed ones by time and n-gram alone (asr.align_final off)
     "ar_align_time": {"asr": {"method": "ar", "align_final": False}},
+    # a final that opens with the acoustic context's words is kept as decoded (the rule before asr.context_repeat_words)
+    "ar_context_repeat_off": {"asr": {"method": "ar", "context_repeat_words": 0}},
     # the second pass decodes chains of utterances a pause completes, not the stream's offline 30 s windows
     "ar_revise_chains": {"asr": {"method": "ar", "revise_mode": "chains"}},
     # an update waits for 1 s (1.5 s) of new audio, not 1.25 s: more (fewer) re-decodes of the growing buffer
@@ -137,7 +139,8 @@ BASELINE = "ar_padded"
 # the AR baseline with the same encoder window
 AR_OF = {
     "ar_no_overlap": "ar", "ar_context_prefix": "ar", "ar_revise_no_timestamps": "ar", "ar_revise_context4": "ar",
-    "ar_align_time": "ar", "ar_revise_chains": "ar", "ar_chunk100": "ar", "ar_chunk150": "ar",
+    "ar_align_time": "ar", "ar_context_repeat_off": "ar", "ar_revise_chains": "ar", "ar_chunk100": "ar",
+    "ar_chunk150": "ar",
     "ar_partial_retry": "ar", "ar_no_hold": "ar", "ar_final_retry": "ar", "ar_chunk100_retry_all": "ar",
     "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_final_greedy": "ar", "ar_w20": "ar", "ar_before": "ar",
     "ar_w6": "ar", "ssd_w6": "ar_w6",

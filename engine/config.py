@@ -340,6 +340,12 @@ class AsrConfig:
                                      "a finished piece) keeps the words after their text where it holds them; off: "
                                      "the words timed after the committed end (word times are least reliable at that "
                                      "edge).")
+    # Whisper, decoding the previous utterance's audio with the new, can write the context's words again and time
+    # them over the new audio (babble, reverb), where no time or tail rule drops them
+    context_repeat_words: int = setting(3, label="Context written again: words", unit="words", range=(0, 20),
+                                        help="With acoustic context: a final whose words open with at least this "
+                                             "many of the previous utterance's words in a row (the context decoded "
+                                             "again) is decoded again on the utterance's own audio; 0 = off.")
     final_full: bool = setting(True, label="Final text from the whole utterance",
                                help="On: at the end of speech the words still in the buffer come from the latest "
                                     "decode of the whole utterance (it sees all of it); off: whisper_streaming's "

@@ -245,6 +245,8 @@ class StreamingTranscriber:
             (:class:`engine.asr.streaming.OnlineASRProcessor`); False = its words are dropped by time and n-gram.
         align_final: final decodes that hear committed words keep the words after the committed tail's text
             (:meth:`engine.asr.streaming.HypothesisBuffer.insert` ``align_text``); False = by time and n-gram.
+        context_repeat_words: a final decoded with acoustic context whose words open with at least this many of
+            the context's words in a row is decoded again on its own audio (``OnlineASRProcessor``); 0 = off.
         partial_retry: the decodes of streaming updates that fail the guards are redone on the padded window;
             False = not (``OnlineASRProcessor``).
         final_retry: the decodes that may give an utterance's final text (at a VAD pause, at the end of speech) are
@@ -282,7 +284,8 @@ class StreamingTranscriber:
                  final_piece_s: float = 0.0, trim_latest: bool = True, trim_overlap_s: float = 0.0,
                  session_language: SessionLanguage | None = None, revise_max_s: float = 0.0,
                  revise_gap_s: float = 2.0, revise_idle_cores: float = 0.5, revise_context_s: float = 8.0,
-                 revise_backend: ASRBackend | Callable[[], ASRBackend] | None = None, revise_mode: str = "chains"):
+                 revise_backend: ASRBackend | Callable[[], ASRBackend] | None = None, revise_mode: str = "chains",
+                 context_repeat_words: int = 0):
         self.source = source
         self.session_language = session_language
         if revise_mode not in ("offline", "chains"):
@@ -312,6 +315,7 @@ class StreamingTranscriber:
         self.context_gap_s = context_gap_s  # keep the previous utterance as acoustic context after a shorter pause
         self.context_prefix = context_prefix  # ... and its text as the decodes' forced prefix
         self.align_final = align_final  # final decodes drop the committed words by their text where they hold them
+        self.context_repeat_words = context_repeat_words  # a final that writes the context again: own audio
         self.partial_retry = partial_retry  # a partial's failed decode is redone on the padded window too
         self.final_retry = final_retry  # ... and a final text's
         self.hold_at_silence = hold_at_silence  # no update during a silence that may be the end of speech
@@ -520,7 +524,8 @@ class StreamingTranscriber:
                                   trim_latest=self.trim_latest, trim_overlap_s=self.trim_overlap_s,
                                   session_language=self.session_language, context_prefix=self.context_prefix,
                                   align_final=self.align_final, speech_start=t_start,
-                                  partial_retry=self.partial_retry, final_retry=self.final_retry)
+                                  partial_retry=self.partial_retry, final_retry=self.final_retry,
+                                  context_repeat_words=self.context_repeat_words)
         t_start_utt, t_start = t_start, t_buf
         if carry is not None:
             proc.insert_audio_chunk(carry)

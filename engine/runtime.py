@@ -109,6 +109,7 @@ class Runtime:
                                     a.min_chunk_s, a.buffer_trim_s, final_full=a.final_full,
                                     pre_roll_s=a.pre_roll_s, context_gap_s=a.context_gap_s,
                                     context_prefix=a.context_prefix, align_final=a.align_final,
+                                    context_repeat_words=a.context_repeat_words,
                                     partial_retry=a.partial_retry, final_retry=a.final_retry,
                                     hold_at_silence=a.hold_at_silence,
                                     final_piece_s=a.final_piece_s, trim_latest=a.trim_latest,

@@ -184,6 +184,32 @@ def test_a_final_that_lost_its_words_to_the_acoustic_context_is_decoded_on_its_o
             assert p.committed[0].start >= ctx[-1].end  # in audio time, after the context
 
 
+def test_a_final_that_writes_the_acoustic_context_again_is_decoded_on_its_own_audio():
+    """Whisper, decoding the previous utterance's audio with the new, can write the context's words again and time
+    them over the new audio, where no time or tail rule drops them. A final that opens with at least
+    asr.context_repeat_words of the context's words in a row is decoded again on its own audio; two words of the
+    context said again ("the numbers are fine") are not; when the own-audio decode gives nothing, the words after
+    the repeated run are kept; with the check off (0) the repeated words stay."""
+    import numpy as np
+
+    ctx = W("the numbers in the second section look")  # 0.0 .. 3.4 s
+    own = W("a bit low to me", 0.1)
+    cases = [(3, "in the second section", own, "a bit low to me", 1),
+             (0, "in the second section", own, "in the second section", 0),
+             (3, "the numbers are fine", own, "the numbers are fine", 0),
+             (3, "in the second section too low", [], "too low", 1)]
+    for n, decoded, own_words, want, own_decodes in cases:
+        rep = ctx + W(decoded, 3.8, 0.3)
+        p = OnlineASRProcessor(ScriptedBackend([rep, rep, own_words]), context_words=ctx,
+                               committed_until=ctx[-1].end, speech_start=ctx[-1].end + 0.3,
+                               context_repeat_words=n)
+        p.insert_audio_chunk(np.zeros(int((ctx[-1].end + 2.0) * 16000), np.float32))
+        p.process_iter()
+        p.process_iter()
+        p.finish(speech_end=ctx[-1].end + 2.0)
+        assert (p.text, p.own_audio_decodes) == (want, own_decodes), (n, decoded)
+
+
 def test_only_the_decodes_that_may_give_the_final_text_are_redone_on_the_padded_window():
     """asr.partial_retry off: a streaming update's decode is asked not to redo a failed decode on the padded window
     (it commits nothing and the next update replaces it); the decode at a pause (the final text's) is; on: all are;

@@ -474,7 +474,7 @@ class OnlineASRProcessor:
                  final_full: bool = True, final_piece_s: float = 0.0, trim_latest: bool = True,
                  trim_overlap_s: float = 0.0, session_language: SessionLanguage | None = None,
                  context_prefix: bool = False, align_final: bool = False, speech_start: float | None = None,
-                 partial_retry: bool = True, final_retry: bool = True):
+                 partial_retry: bool = True, final_retry: bool = True, context_repeat_words: int = 0):
         """``speech_start``: the audio time (seconds) the VAD heard this utterance's speech start, after any pre-roll
         or acoustic context (default ``t_offset``). ``partial_retry``: False = an update's decode that fails the
         guards is not redone on the padded window (a backend whose ``transcribe`` takes ``padded_retry``);
@@ -498,7 +498,9 @@ class OnlineASRProcessor:
         given the context's text as a forced prefix and returns only the words after it (as in one long-form
         window), so no word of the context is decoded again and none of the new words is dropped as one of
         them by its time; otherwise the decodes transcribe the context too and its words are dropped by time and
-        n-gram."""
+        n-gram. ``context_repeat_words`` (> 0, with ``context_words`` and no prefix): a final whose words open with at
+        least this many of the context's words in a row is decoded again on the utterance's own audio
+        (:meth:`_context_repeat`, :meth:`_own_audio_final`); 0 = only a final with no new words is."""
         self.backend = backend
         self.session_language = session_language
         if session_language is not None:  # the prompt holds text in the session's language only
@@ -515,6 +517,7 @@ class OnlineASRProcessor:
         # the final decodes tell their new words from the committed ones by the committed tail's text where they
         # hold it (HypothesisBuffer.insert ``align_text``), else by time and n-gram
         self.align_final = bool(align_final)
+        self.context_repeat_words = max(0, int(context_repeat_words))
         self.context_words = list(context_words)
         self.context_prefix = bool(context_prefix and self.context_words and _takes(backend.transcribe, "prefix"))
         # the words a decode's new words are told apart from by time and n-gram (none when the context is a prefix)
@@ -853,9 +856,34 @@ class OnlineASRProcessor:
         else:
             self.committed.extend(tail)
         self.hyp.buffer = []
-        if not self.committed and self.context_words and not self.context_prefix and not cut:
-            tail = self.committed = self._own_audio_final(speech_end)
+        if self.context_words and not self.context_prefix and not cut:
+            repeat = self._context_repeat(self.committed)
+            if not self.committed or repeat:
+                own = self._own_audio_final(speech_end)
+                # no own-audio words (a filler, a doubtful decode): the words after the repeated run are kept
+                tail = self.committed = own if own or not repeat else self.committed[repeat:]
         return tail
+
+    def _context_repeat(self, words: Sequence[Word]) -> int:
+        """How many of ``words`` (an utterance's final words) open with the acoustic context's text written again:
+        the length of their longest first run, of at least ``context_repeat_words`` words, found anywhere in the
+        context's words (compared by :func:`_key`); 0 when they do not, or the check is off. Whisper, decoding
+        the context's audio and the new audio together, can write the context's words again and time them over
+        the new audio, where they are not dropped as the context's."""
+        n = self.context_repeat_words
+        if n <= 0 or len(words) < n:
+            return 0
+        ctx = [_key(w.text) for w in self.context_words]
+        keys = [_key(w.text) for w in words]
+        if not all(keys[:n]):
+            return 0
+        best = 0
+        for i in range(len(ctx)):
+            k = 0
+            while i + k < len(ctx) and k < len(keys) and ctx[i + k] == keys[k]:
+                k += 1
+            best = max(best, k)
+        return best if best >= n else 0
 
     def _own_audio_final(self, speech_end: float | None) -> list[Word]:
         """The final words of an utterance decoded with the previous one's audio as acoustic context when that
