@@ -725,6 +725,9 @@ ASR_STREAM_DESC = {
     "ssd_lossless": "lossless SSD: each decode is greedy AR's",
     "specasr": "SpecASR: tiny.en drafts, base verifies",
     "ar_padded": "the padded 30 s window, the baseline",
+    "ar_final_greedy": "greedy decoding for the final text too",
+    "ar_final_retry": "the final text's decode redone on the padded 30 s window when it fails the guards",
+    "ar_context_repeat_off": "a final that opens with the acoustic context's words written again keeps them",
 }
 
 
@@ -1613,6 +1616,9 @@ Offline: {offl}.
                sec(v.get("final_latency_p90_s")), num(v.get("compute_ratio"), 3)]
               for k, v in dw.items() if isinstance(v, dict) and "wer_vs_beam5_delta" in v]
     mode = "in real time" if cfg.get("realtime") else "as fast as it decodes (latencies not meaningful)"
+    methods = ", ".join(asr_stream_label(cfg, m) for m in cfg.get("methods", []) if m != "default")
+    methods = f" Beside the default: {methods}." if methods else ""
+    speed = _conversation_speed(d)
     body = "\n\n".join(parts)
     return f"""### Conversation and real speech (`specvoice bench conversation`)
 
@@ -1624,7 +1630,7 @@ is confirmed; *revised* is the text after the second pass (`asr.revise_mode`: `o
 consecutive 30 s windows from Whisper's seek position, as offline Whisper moves through a recording, once each
 window's audio has been heard and at the end of the stream; `chains` re-decodes consecutive utterances together once a
 pause completes them). Played {mode}; faster-whisper {cfg["versions"]["faster_whisper"]} on
-{cfg["machine"]["cpu_count"]} cores.
+{cfg["machine"]["cpu_count"]} cores.{methods}{speed}
 
 {produced_by("conversation.json")}
 
@@ -1635,6 +1641,22 @@ compute ≤ 0.5× audio):
 
 {table(["run", "final − greedy (beam 5)", "final − greedy (text)", "revised − greedy (beam 5)",
         "revised − greedy (text)", "final p90", "compute ÷ audio"], dwrows)}"""
+
+
+def _conversation_speed(d: dict) -> str:
+    """" The machine's speed in this run: …" from the default's decodes of the generated conversation (encoder
+    seconds per second of window, decoder seconds per token), so that latencies of runs on a shared machine can be
+    compared; "" when the run has none."""
+    tot = {"encode_s": 0.0, "window_s": 0.0, "decode_s": 0.0, "tokens": 0}
+    for f in (d.get("conversation") or {}).get("per_file", []):
+        bt = f["methods"].get("default", {}).get("backend_totals") or {}
+        for k in tot:
+            tot[k] += bt.get(k) or 0
+    if not tot["window_s"] or not tot["tokens"]:
+        return ""
+    return (f" The machine's speed in this run (the default's decodes of the generated conversation): the encoder "
+            f"took {tot['encode_s'] / tot['window_s'] * 1000:.1f} ms per second of window, the decoder "
+            f"{tot['decode_s'] / tot['tokens'] * 1000:.1f} ms per token; latency and compute scale with them.")
 
 
 def section_causal_final(r: Results) -> str:

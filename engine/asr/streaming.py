@@ -887,8 +887,9 @@ class OnlineASRProcessor:
 
     def _own_audio_final(self, speech_end: float | None) -> list[Word]:
         """The final words of an utterance decoded with the previous one's audio as acoustic context when that
-        decode gave no new words: Whisper can write the context's words again over the new audio, or skip them and
-        time the new words into the context, where they are dropped as the context's. The utterance's own audio
+        decode gave no new words, or opened with the context's words written again (:meth:`_context_repeat`):
+        Whisper can write the context's words again over the new audio, or skip them and time the new words into
+        the context, where they are dropped as the context's. The utterance's own audio
         (from the end of the context's last word to ``speech_end``, audio time in seconds) is decoded alone, after
         the context's text as the prompt. Returns its words (audio time); none when its speech (from
         :attr:`speech_start`) is shorter than ``OWN_AUDIO_MIN_S`` (a backchannel, a filler, a breath), or the decode
