@@ -214,10 +214,13 @@ def _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp) -> int:
                     agg[m][k] += getattr(st, k)
             out["sentences"][split] = i + 1
             print(f"{split} {i + 1}/{len(conds)} ({time.perf_counter() - t_start:.0f} s)", flush=True)
+            if a.max_seconds and split == "test" and time.perf_counter() - t_start > a.max_seconds:
+                print(f"stopping after {i + 1} test sentences: --max-seconds {a.max_seconds} spent", flush=True)
+                break
         for m, r in _summarise(agg).items():
             r["capture_s"] = round(samplers[m].capture_s, 3)
         out["splits"][split] = agg
-    longest = max(conds_of["test"], key=len)
+    longest = max(conds_of["test"][: out["sentences"]["test"]], key=len)
     out["round_cost"] = {m: samplers[m].round_cost(longest) for m in methods if m.startswith("pcg") or m == "sd"}
     out["round_cost"]["ar"] = samplers["ar"].round_cost(longest)
     print(json.dumps(out["round_cost"], indent=1))
