@@ -165,7 +165,8 @@ def run(a) -> int:
     from bench.tts_bench import verification_cost
 
     longest = max(conds_of["test"][: out["sentences"]["test"]], key=len)
-    out["verification_cost"] = verification_cost(lm, longest, backend="torch" if a.device != "cpu" else "onnx")
+    out["verification_cost"] = verification_cost(lm, longest, backend="torch" if a.device != "cpu" else "onnx",
+                                                  **({"reps": a.cost_reps} if a.cost_reps else {}))
     return _write(out, codes, inp)
 
 
@@ -221,8 +222,9 @@ def _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp) -> int:
             r["capture_s"] = round(samplers[m].capture_s, 3)
         out["splits"][split] = agg
     longest = max(conds_of["test"][: out["sentences"]["test"]], key=len)
-    out["round_cost"] = {m: samplers[m].round_cost(longest) for m in methods if m.startswith("pcg") or m == "sd"}
-    out["round_cost"]["ar"] = samplers["ar"].round_cost(longest)
+    kw = {"reps": a.cost_reps} if a.cost_reps else {}
+    out["round_cost"] = {m: samplers[m].round_cost(longest, **kw) for m in methods if m.startswith("pcg") or m == "sd"}
+    out["round_cost"]["ar"] = samplers["ar"].round_cost(longest, **kw)
     print(json.dumps(out["round_cost"], indent=1))
     return _write(out, codes, inp)
 
@@ -286,6 +288,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sampler", choices=["eager", "graphs"], default="eager",
                     help="run: eager torch sessions with host-side draws, or rounds resident on the device "
                          "(CUDA graphs where the device is CUDA)")
+    ap.add_argument("--cost-reps", type=int, default=0,
+                    help="run: repetitions of each timing of the cost curves (0: 100 per verification size, 200 per "
+                         "round length)")
     ap.add_argument("--max-seconds", type=float, default=0,
                     help="run: take no further test sentence once this many seconds are spent (0: all of them)")
     a = ap.parse_args(argv)

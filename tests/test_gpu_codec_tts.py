@@ -17,7 +17,8 @@ def test_prepare_run_score_on_the_cpu(runtime, tmp_path):
     z = np.load(d / "inputs.npz")
     frames = int(z["test_0_dur"].sum())
     assert z["test_0_m"].shape == z["test_0_logs"].shape and z["test_0_m"].shape[1] == 192
-    assert G.main(["run", "--inputs", str(d), "--device", "cpu", "--thetas", "0.5", "--lookaheads", "2"]) == 0
+    assert G.main(["run", "--inputs", str(d), "--device", "cpu", "--thetas", "0.5", "--lookaheads", "2",
+                   "--cost-reps", "10"]) == 0
     run = json.loads((d / "run.json").read_text())
     codes = np.load(d / "codes.npz")
     for m in ("ar", "sd", "ssd", "pcg0.5L2"):
@@ -41,7 +42,7 @@ def test_run_with_device_rounds_on_the_cpu(runtime, tmp_path):
     assert G.main(["prepare", "--n", "1", "--val", "1", "--out", str(d)]) == 0
     frames = int(np.load(d / "inputs.npz")["test_0_dur"].sum())
     assert G.main(["run", "--inputs", str(d), "--device", "cpu", "--sampler", "graphs", "--thetas", "0.5",
-                   "--lookaheads", "2,3", "--pcg-only", "0.5L2"]) == 0
+                   "--lookaheads", "2,3", "--pcg-only", "0.5L2", "--cost-reps", "10"]) == 0
     run = json.loads((d / "run.json").read_text())
     assert run["backend"] == "torch (DeviceRoundSampler)" and set(run["splits"]["test"]) == {"ar", "sd", "ssd",
                                                                                             "pcg0.5L2"}
