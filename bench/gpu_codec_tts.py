@@ -20,7 +20,9 @@ acceptance, accepted per round, per-pass wall time) and ``codes.npz`` (the sampl
 codes with the voice's generator and transcribes them with the Whisper target (as ``bench tts``), chooses θ and L_d
 on the validation split by ``bench tts``'s rule (the fastest PCG setting within one CER point of target-only),
 and writes the result JSON (default ``bench/results/gpu/<device>/tts_eager.json``, ``tts_graphs.json`` for
-``run --sampler graphs``, ``tts_graphs_compiled.json`` with ``--compile``).
+``run --sampler graphs``, ``tts_graphs_compiled.json`` with ``--compile``). ``run --max-seconds S`` takes no further
+test sentence once S seconds are spent (a device lease is short: the JSON says how many sentences ran), ``--cost-reps``
+sets the repetitions of each cost-curve timing.
 
 The device's speeds never mix with the CPU's: the JSON names the device ``run`` saw.
 """

@@ -35,15 +35,16 @@ def test_prepare_run_score_on_the_cpu(runtime, tmp_path):
 
 def test_run_with_device_rounds_on_the_cpu(runtime, tmp_path):
     """``run --sampler graphs`` (DeviceRoundSampler; eager here, graphs on CUDA): every method samples every frame,
-    with the round-cost curve per speculative method."""
+    with the round-cost curve per speculative method; ``--max-seconds`` spent, no further test sentence is taken."""
     from bench import gpu_codec_tts as G
 
     d = tmp_path / "gct"
-    assert G.main(["prepare", "--n", "1", "--val", "1", "--out", str(d)]) == 0
+    assert G.main(["prepare", "--n", "2", "--val", "1", "--out", str(d)]) == 0
     frames = int(np.load(d / "inputs.npz")["test_0_dur"].sum())
     assert G.main(["run", "--inputs", str(d), "--device", "cpu", "--sampler", "graphs", "--thetas", "0.5",
-                   "--lookaheads", "2,3", "--pcg-only", "0.5L2", "--cost-reps", "10"]) == 0
+                   "--lookaheads", "2,3", "--pcg-only", "0.5L2", "--cost-reps", "10", "--max-seconds", "1e-9"]) == 0
     run = json.loads((d / "run.json").read_text())
+    assert run["sentences"] == {"val": 1, "test": 1}
     assert run["backend"] == "torch (DeviceRoundSampler)" and set(run["splits"]["test"]) == {"ar", "sd", "ssd",
                                                                                             "pcg0.5L2"}
     codes = np.load(d / "codes.npz")
