@@ -95,6 +95,22 @@ def _write(out: dict, codes: dict, inp: Path) -> int:
     return 0
 
 
+def _time_is_up(a, split: str, done: int, total: int, t_start: float) -> bool:
+    """Print the progress of ``run`` after ``done`` of ``total`` sentences of ``split``; True when ``--max-seconds``
+    is spent on the test split (no further sentence is taken)."""
+    spent = time.perf_counter() - t_start
+    print(f"{split} {done}/{total} ({spent:.0f} s)", flush=True)
+    if a.max_seconds and split == "test" and spent > a.max_seconds:
+        print(f"stopping after {done} test sentences: --max-seconds {a.max_seconds} spent", flush=True)
+        return True
+    return False
+
+
+def _cost_reps(a) -> dict:
+    """The cost curves' ``reps`` keyword from ``--cost-reps`` (none: each curve's own default)."""
+    return {"reps": a.cost_reps} if a.cost_reps else {}
+
+
 def _conditioning(z, split: str, n: int) -> list[np.ndarray]:
     from tts.codec_lm import frame_conditioning
 
@@ -159,16 +175,14 @@ def run(a) -> int:
                 for k in COUNTERS:
                     agg[m][k] += getattr(st, k)
             out["sentences"][split] = i + 1
-            print(f"{split} {i + 1}/{len(conds)} ({time.perf_counter() - t_start:.0f} s)", flush=True)
-            if a.max_seconds and split == "test" and time.perf_counter() - t_start > a.max_seconds:
-                print(f"stopping after {i + 1} test sentences: --max-seconds {a.max_seconds} spent", flush=True)
+            if _time_is_up(a, split, i + 1, len(conds), t_start):
                 break
         out["splits"][split] = _summarise(agg)
     from bench.tts_bench import verification_cost
 
     longest = max(conds_of["test"][: out["sentences"]["test"]], key=len)
     out["verification_cost"] = verification_cost(lm, longest, backend="torch" if a.device != "cpu" else "onnx",
-                                                  **({"reps": a.cost_reps} if a.cost_reps else {}))
+                                                  **_cost_reps(a))
     return _write(out, codes, inp)
 
 
@@ -216,17 +230,15 @@ def _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp) -> int:
                 for k in COUNTERS:
                     agg[m][k] += getattr(st, k)
             out["sentences"][split] = i + 1
-            print(f"{split} {i + 1}/{len(conds)} ({time.perf_counter() - t_start:.0f} s)", flush=True)
-            if a.max_seconds and split == "test" and time.perf_counter() - t_start > a.max_seconds:
-                print(f"stopping after {i + 1} test sentences: --max-seconds {a.max_seconds} spent", flush=True)
+            if _time_is_up(a, split, i + 1, len(conds), t_start):
                 break
         for m, r in _summarise(agg).items():
             r["capture_s"] = round(samplers[m].capture_s, 3)
         out["splits"][split] = agg
     longest = max(conds_of["test"][: out["sentences"]["test"]], key=len)
-    kw = {"reps": a.cost_reps} if a.cost_reps else {}
-    out["round_cost"] = {m: samplers[m].round_cost(longest, **kw) for m in methods if m.startswith("pcg") or m == "sd"}
-    out["round_cost"]["ar"] = samplers["ar"].round_cost(longest, **kw)
+    out["round_cost"] = {m: samplers[m].round_cost(longest, **_cost_reps(a))
+                         for m in methods if m.startswith("pcg") or m == "sd"}
+    out["round_cost"]["ar"] = samplers["ar"].round_cost(longest, **_cost_reps(a))
     print(json.dumps(out["round_cost"], indent=1))
     return _write(out, codes, inp)
 
