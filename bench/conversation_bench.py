@@ -589,11 +589,12 @@ def done_when(report: dict) -> dict:
         out["langid"] = {"utterance_2s_accuracy": acc, "ok": None if acc is None else acc >= 0.95,
                          "conversation_utterance_2s_accuracy": conv,
                          "conversation_ok": None if conv is None else conv >= 0.95}
-        named = li.get("languages_named")
-        if named:
-            out["langid"]["languages_named_utterance_2s_accuracy"] = named["summary"]["utterances_2s"]["accuracy"]
-            out["langid"]["languages_named_conversation_utterance_2s_accuracy"] = (
-                named.get("conversation", {}).get("summary", {}).get("utterances_2s", {}).get("accuracy"))
+        for name in ("languages_named", "last_window"):
+            v = li.get(name)
+            if v:
+                out["langid"][f"{name}_utterance_2s_accuracy"] = v["summary"]["utterances_2s"]["accuracy"]
+                out["langid"][f"{name}_conversation_utterance_2s_accuracy"] = (
+                    v.get("conversation", {}).get("summary", {}).get("utterances_2s", {}).get("accuracy"))
     return out
 
 
@@ -937,12 +938,16 @@ def main(argv: list[str] | None = None) -> int:
                                                      "window times the language-ID head's (engine/asr/language_head.py)"
                                                      f" to the power asr.language_head = {cfgs[m].asr.language_head}")
         if not auto_reason:
-            variants = [("", auto_cfgs[m])]
+            # (key, what differs, config): the method as it is, its languages named, and its identification by the
+            # latest window alone (the baseline of asr.language_pool)
+            variants = [(m, "", auto_cfgs[m])]
             if a.langid_languages:
-                variants.append((a.langid_languages, auto_cfgs[m].with_overrides(
+                variants.append((f"{m}+languages", "languages", auto_cfgs[m].with_overrides(
                     {"asr": {"languages": a.langid_languages}})))
-            for spoken, cfg in variants:
-                key = m if not spoken else f"{m}+languages"
+            if auto_cfgs[m].asr.language_pool:
+                variants.append((f"{m}+last_window", "last_window", auto_cfgs[m].with_overrides(
+                    {"asr": {"language_pool": False}})))
+            for key, variant, cfg in variants:
                 for it, row in zip(lid, sec["files"]):
                     try:
                         raw = play(models.runtime(cfg), cfg, models.backend(m, True, cfg, warm), it.path,
@@ -957,10 +962,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"(offline {row['offline_detected']})")
                 summary = langid_summary(sec["files"], key)
                 stream = langid_stream(lid, audio, cfg, models, m, W, warm, not a.fast, log)
-                if not spoken:
+                if not variant:
                     sec["summary"], sec["conversation"] = summary, stream
-                else:  # the same with the spoken languages named (asr.languages)
-                    sec["languages_named"] = {"asr.languages": spoken, "summary": summary, "conversation": stream}
+                elif variant == "languages":  # the same with the spoken languages named (asr.languages)
+                    sec["languages_named"] = {"asr.languages": a.langid_languages, "summary": summary,
+                                              "conversation": stream}
+                else:  # each decode identified by its own window alone (asr.language_pool = false)
+                    sec["last_window"] = {"asr.language_pool": False, "summary": summary, "conversation": stream}
                 write_json(out, finish(False))
             if not a.no_captions:
                 sec["captions"] = captions(lid, auto_cfgs[m], models, log)

@@ -1589,6 +1589,12 @@ language:
                 lrows.append([f"**all**, `asr.languages={named['asr.languages']}`", str(len(li["files"])),
                               str(named["summary"]["utterances"]), num(acc2(named["summary"]), 3),
                               num(acc2(nconv), 3) if nconv else "–", "–", "–"])
+            last = li.get("last_window") or {}
+            if last.get("summary"):
+                lconv = (last.get("conversation") or {}).get("summary") or {}
+                lrows.append(["**all**, `asr.language_pool=false` (each decode's own window)", str(len(li["files"])),
+                              str(last["summary"]["utterances"]), num(acc2(last["summary"]), 3),
+                              num(acc2(lconv), 3) if lconv else "–", "–", "–"])
             lid = table(["language", "files", "utterances", "identified right: each clip alone",
                          "identified right: speakers in one stream", "offline Whisper (per file)",
                          "offline Whisper + language-ID head (per file)"], lrows)

@@ -505,6 +505,12 @@ class AsrConfig:
                                      help="asr.language=auto: weight of the earlier utterances' language "
                                           "identification, per utterance of age, when a window's own is unsure; "
                                           "0 = each window alone.")
+    # Whisper base names a 2–4 s synthetic utterance differently from one window to the next; the utterance's
+    # windows together name it right more often than its last window alone (development language-ID sets)
+    language_pool: bool = setting(True, label="Language ID over the whole utterance",
+                                  help="asr.language=auto: an utterance's language is identified from all its "
+                                       "decodes so far (the windows' probabilities multiplied, each weighted by its "
+                                       "seconds of audio), not from the latest window alone.")
     # Whisper base is confidently wrong on many 2–4 s utterances that the head names right: on development
     # language-ID sets (bench conversation --data, other seeds) weight 2 identified more utterances than 1, and
     # weight 3 never fewer than 2 (more in half the comparisons, per clip and in one stream)

@@ -103,7 +103,8 @@ class Runtime:
 
         a = self.cfg.asr
         lang = (SessionLanguage(a.language_switch_p, a.language_switch_min_s, a.language_agree_p,
-                                 memory=a.language_memory, languages=spoken_languages(a.languages))
+                                 memory=a.language_memory, languages=spoken_languages(a.languages),
+                                 pool=a.language_pool)
                 if a.language == "auto" else None)
         return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit,
                                     a.min_chunk_s, a.buffer_trim_s, final_full=a.final_full,

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from engine.asr.streaming import SessionLanguage
+from engine.asr.streaming import SessionLanguage, _LanguageChoice, pool_identifications
 from engine.core.events import FinalTranscript, PartialTranscript
 
 from .conftest import ROOT
@@ -52,6 +52,42 @@ def test_an_unsure_window_is_read_with_what_the_session_said():
     off = SessionLanguage(language="it", memory=0.0)  # no memory: the plain rule
     off.end_utterance("it", [("it", 0.43), ("es", 0.43), ("la", 0.05)])
     assert off.choose([("es", 0.39), ("en", 0.12), ("th", 0.09)], 3.0) == "it"
+
+
+def test_an_utterances_windows_are_pooled_by_a_weighted_geometric_mean():
+    pooled = pool_identifications([(1.0, [("fr", 0.6), ("ja", 0.3), ("es", 0.1)]),
+                                   (3.0, [("ja", 0.45), ("fr", 0.4), ("es", 0.15)])])
+    q = {"fr": 0.6 ** 0.25 * 0.4 ** 0.75, "ja": 0.3 ** 0.25 * 0.45 ** 0.75, "es": 0.1 ** 0.25 * 0.15 ** 0.75}
+    z = sum(q.values())
+    assert pooled == [(c, pytest.approx(q[c] / z)) for c in ("fr", "ja", "es")]
+    # one window is itself; a language a window does not list counts with half its least listed probability
+    assert pool_identifications([(2.0, [("de", 0.7), ("en", 0.3)])]) == [("de", pytest.approx(0.7)),
+                                                                        ("en", pytest.approx(0.3))]
+    two = dict(pool_identifications([(1.0, [("de", 0.5), ("en", 0.5)]), (1.0, [("de", 0.8), ("nl", 0.2)])]))
+    assert two["en"] / two["nl"] == pytest.approx(((0.5 * 0.1) ** 0.5) / ((0.25 * 0.2) ** 0.5))
+    with pytest.raises(ValueError):
+        pool_identifications([])
+
+
+def test_each_decode_is_given_its_utterances_identification_so_far():
+    """Whisper's identification moves between the windows of a short utterance: with asr.language_pool the final
+    window's unsure Japanese is outvoted by the earlier windows' French; without it the last window decides; a
+    window decoded again replaces its earlier identification."""
+    import types
+
+    first, again, last = [("fr", 0.7), ("ja", 0.3)], [("fr", 0.6), ("ja", 0.4)], [("ja", 0.55), ("fr", 0.45)]
+    for pool, expected in ((True, "fr"), (False, "ja")):
+        proc = types.SimpleNamespace(session_language=SessionLanguage(pool=pool), language="")
+        choice = _LanguageChoice(proc)
+        for probs, audio_s in ((first, 1.6), (again, 2.9), (last, 3.4)):
+            proc.language = choice(probs, audio_s)
+        assert proc.language == expected
+        assert (choice.pooled is not None) == pool
+    proc = types.SimpleNamespace(session_language=SessionLanguage(), language="")
+    choice = _LanguageChoice(proc)
+    choice(first, 1.6)
+    choice(last, 1.6)  # the same audio decoded again
+    assert choice.pooled == [(c, pytest.approx(p)) for c, p in last]
 
 
 def test_named_languages_restrict_every_identification():

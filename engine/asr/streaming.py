@@ -25,9 +25,10 @@ The backend is behind :class:`ASRBackend` (``transcribe(audio, prompt) -> (words
 speculative decoder replaces plain AR decoding without touching the policy.
 
 Two things reach past one utterance. :class:`SessionLanguage` (``asr.language = "auto"``) picks the language each
-decode is made in from Whisper's language identification on that decode's encoder output, with hysteresis across
-the session; a decode's text prompt holds earlier text in the decode's language only (prompted with English text,
-Whisper writes German speech as an English translation). :class:`SecondPass` re-decodes finished utterances together once a pause completes them (the VAD cut
+decode is made in from Whisper's language identification on the decodes' encoder output (the utterance's windows so
+far pooled, :func:`pool_identifications`), with hysteresis across the session; a decode's text prompt holds earlier
+text in the decode's language only (prompted with English text, Whisper writes German speech as an English
+translation). :class:`SecondPass` re-decodes finished utterances together once a pause completes them (the VAD cut
 them apart, and each final was decoded without its neighbours' audio) and revises their text
 (``RevisedTranscript``); the live partials and finals are not delayed by it.
 """
@@ -284,6 +285,9 @@ class SessionLanguage:
       together with what the session said);
     * otherwise ``current``.
 
+    With ``pool`` (the default) the identification a decode is given is its utterance's so far: the windows decoded
+    since the utterance began, pooled by :func:`pool_identifications` (``_LanguageChoice``).
+
     The session's evidence is a language's log-probability summed over the ended utterances (their final
     identification), each utterance weighted ``memory`` × the weight of the one after it — a forgetting prior, so
     a new speaker's language takes over within an utterance or two while one unsure identification (Whisper base
@@ -305,11 +309,15 @@ class SessionLanguage:
         languages: the languages the speakers may use (ISO 639-1 codes); every identification is restricted to
             them and renormalised (a short or unsure window is then never heard as a language nobody speaks);
             None or empty = every language Whisper knows.
+        pool: each decode of an utterance is given the utterance's identification so far
+            (:func:`pool_identifications` over its windows), not its own window's alone.
     """
 
     def __init__(self, switch_p: float = 0.8, switch_min_s: float = 1.5, agree_p: float = 0.6,
-                 language: str | None = None, memory: float = 0.5, languages: Sequence[str] | None = None):
+                 language: str | None = None, memory: float = 0.5, languages: Sequence[str] | None = None,
+                 pool: bool = True):
         self.switch_p, self.switch_min_s, self.agree_p = float(switch_p), float(switch_min_s), float(agree_p)
+        self.pool = bool(pool)
         self.memory = float(memory)
         self.languages = tuple(languages or ())
         self.language = language
@@ -422,6 +430,41 @@ def join_words(words: Sequence[Word]) -> str:
     return "".join(w.text for w in words).strip()
 
 
+def pool_identifications(windows: Sequence[tuple[float, Sequence[tuple[str, float]]]]) -> list[tuple[str, float]]:
+    """One utterance's language identification from those of its decodes' windows.
+
+    The windows of an utterance are prefixes of one another (a growing buffer) or its later parts (after a trim),
+    each encoded in its own window length; Whisper base's identification of short speech moves from one window to
+    the next, so the utterance's is their weighted geometric mean: log q(l) = Σ_w a_w log p_w(l) / Σ_w a_w,
+    renormalised, with a_w the window's seconds of audio (a longer window hears more of the speech). The mean, not
+    the sum: the windows hear mostly the same audio, so they are not independent evidence, and the pooled
+    probabilities stay on the scale of one window's (the switch and agreement thresholds apply to them unchanged).
+    A language a window does not list counts with half that window's least listed probability.
+
+    Args:
+        windows: (audio seconds, (code, probability) pairs) per window, in any order; at least one.
+
+    Returns:
+        (code, probability) pairs over every language any window lists, most probable first, summing to 1.
+
+    Raises:
+        ValueError: no windows.
+    """
+    if not windows:
+        raise ValueError("no language identification to pool")
+    weights = np.array([max(float(a), 1e-3) for a, _ in windows])
+    codes = sorted({c for _, probs in windows for c, _ in probs})
+    total = np.zeros(len(codes))
+    for wt, (_, probs) in zip(weights, windows):
+        listed = {c: max(float(p), 1e-9) for c, p in probs}
+        rest = min(listed.values()) / 2
+        total += wt * np.log([listed.get(c, rest) for c in codes])
+    total /= weights.sum()
+    q = np.exp(total - total.max())
+    q /= q.sum()
+    return sorted(zip(codes, map(float, q)), key=lambda x: -x[1])
+
+
 class _LanguageChoice:
     """The ``language`` a processor passes its backend under ``asr.language = "auto"``: picks each window's language
     by the session's hysteresis (:meth:`SessionLanguage.choose`, from the utterance's language so far), and says
@@ -431,9 +474,18 @@ class _LanguageChoice:
     def __init__(self, proc: "OnlineASRProcessor"):
         self.proc = proc
         self.prompt_language = proc.session_language.language if proc.session_language is not None else None
+        self._windows: dict[float, tuple[float, list]] = {}  # audio seconds → that window's identification
+        #: the utterance's identification so far (:func:`pool_identifications`), or None without pooling
+        self.pooled: list[tuple[str, float]] | None = None
 
     def __call__(self, probs: Sequence[tuple[str, float]], audio_s: float) -> str:
-        return self.proc.session_language.choose(probs, audio_s, self.proc.language or None)
+        session = self.proc.session_language
+        if session.pool and probs:
+            # a window decoded again (the same audio) replaces its earlier identification: the same audio twice
+            # is not twice the evidence
+            self._windows[round(float(audio_s), 2)] = (float(audio_s), list(probs))
+            probs = self.pooled = pool_identifications(list(self._windows.values()))
+        return session.choose(probs, audio_s, self.proc.language or None)
 
 
 @dataclass
@@ -643,7 +695,10 @@ class OnlineASRProcessor:
             res = fn(audio, "", **kw)
         if res.stats.get("language"):
             self.language = res.stats["language"]
-            self.language_probs = res.stats.get("language_probs") or self.language_probs
+            pooled = self._choose_language.pooled
+            # the session's evidence at the end of the utterance is the utterance's identification, pooled or not
+            self.language_probs = ([(c, round(p, 3)) for c, p in pooled[:3]] if pooled else
+                                   res.stats.get("language_probs") or self.language_probs)
         return res
 
     # -- decodes of the whole utterance (final_full) --------------------------------------------------------------
