@@ -186,8 +186,8 @@ JOBS: tuple[Job, ...] = (
               "text and offline beam 5 per file and condition, offline greedy in the same run, for the default (beam 3 "
               "on the final text's decode) beside a greedy final, a beam-5 final, the final's padded re-decode and "
               "finals that keep the acoustic context written again (asr.context_repeat_words = 0); the English-German "
-              "read text and French/German/Spanish utterances with asr.language=auto: language ID, captions into "
-              "English (chrF)"),
+              "read text and French/German/Spanish utterances with asr.language=auto: language ID (beside each decode "
+              "identified by its own window alone, asr.language_pool = false), captions into English (chrF)"),
     Job("causal-final", "conversation_causal.json", _bench("causal-final"), 900,
         about="what a live final loses by not hearing the future: at each end of speech of the conversation job's "
               "default run, offline Whisper on all the audio heard so far (+ 0, 1, 3 s of look-ahead), against "

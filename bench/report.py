@@ -1600,6 +1600,10 @@ language:
                          "offline Whisper + language-ID head (per file)"], lrows)
             if conv:
                 lid += f"\n\nOne stream: {conv.get('clips', '')} clips, {li['conversation'].get('how', '')}."
+            if last.get("summary"):
+                lid += ("\n\nThe default rows give each decode its utterance's identification so far (its windows "
+                        "pooled, `asr.language_pool`); the `asr.language_pool=false` row, in the same run, gives each "
+                        "decode its own window's alone.")
         offl = off.get("how", "") + (f"; with the head: {li['offline_head']['how']}" if li.get("offline_head") else "")
         cap = li.get("captions") or {}
         if cap.get("supported"):
@@ -1847,6 +1851,18 @@ def render_readme_block(results: Results) -> str:
             ["conversation: end of speech → final transcript, p90 (compute ÷ audio)", "—",
              f"{sec(cv['final_latency_s']['p90'])} ({num(cv['compute_ratio'], 2)})", "conversation.json"],
         ]
+        li = results("conversation").get("langid") or {}
+        last = li.get("last_window") or {}
+        if li.get("summary") and last.get("summary"):
+            def two(v):  # (each clip alone, the clips in one stream) accuracy over utterances of 2 s or more
+                alone = v["summary"]["utterances_2s"]["accuracy"]
+                stream = ((v.get("conversation") or {}).get("summary") or {}).get("utterances_2s", {}).get("accuracy")
+                return f"{num(alone, 3)} / {num(stream, 3)}"
+
+            rows.append([f"language ID (`asr.language=auto`), {li['summary']['utterances_2s']['utterances']} "
+                         "espeak-ng French/German/Spanish utterances ≥ 2 s: identified right, each alone / speakers "
+                         "in one stream", f"each decode's own window: {two(last)}",
+                         f"the utterance's windows pooled: {two(li)}", "conversation.json"])
     if (results.folder / "tts.json").exists():
         tr = results("tts")
         tm = tr["results"]
