@@ -509,8 +509,8 @@ class AsrConfig:
     # windows together name it right more often than its last window alone (development language-ID sets)
     language_pool: bool = setting(True, label="Language ID over the whole utterance",
                                   help="asr.language=auto: an utterance's language is identified from all its "
-                                       "decodes so far (the windows' probabilities multiplied, each weighted by its "
-                                       "seconds of audio), not from the latest window alone.")
+                                       "decodes so far (a geometric mean of the windows' probabilities, weighted by "
+                                       "their seconds of audio), not from the latest window alone.")
     # Whisper base is confidently wrong on many 2–4 s utterances that the head names right: on development
     # language-ID sets (bench conversation --data, other seeds) weight 2 identified more utterances than 1, and
     # weight 3 never fewer than 2 (more in half the comparisons, per clip and in one stream)

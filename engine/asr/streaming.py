@@ -434,8 +434,8 @@ def pool_identifications(windows: Sequence[tuple[float, Sequence[tuple[str, floa
     """One utterance's language identification from those of its decodes' windows.
 
     The windows of an utterance are prefixes of one another (a growing buffer) or its later parts (after a trim),
-    each encoded in its own window length; Whisper base's identification of short speech moves from one window to
-    the next, so the utterance's is their weighted geometric mean: log q(l) = Σ_w a_w log p_w(l) / Σ_w a_w,
+    each encoded in its own window length; the identification of short speech (Whisper's, with the language-ID
+    head's) moves from one window to the next, so the utterance's is their weighted geometric mean: log q(l) = Σ_w a_w log p_w(l) / Σ_w a_w,
     renormalised, with a_w the window's seconds of audio (a longer window hears more of the speech). The mean, not
     the sum: the windows hear mostly the same audio, so they are not independent evidence, and the pooled
     probabilities stay on the scale of one window's (the switch and agreement thresholds apply to them unchanged).
