@@ -938,16 +938,15 @@ def main(argv: list[str] | None = None) -> int:
                                                      "window times the language-ID head's (engine/asr/language_head.py)"
                                                      f" to the power asr.language_head = {cfgs[m].asr.language_head}")
         if not auto_reason:
-            # (key, what differs, config): the method as it is, its languages named, and its identification by the
+            # (what differs, config): the method as it is, its languages named, and its identification by the
             # latest window alone (the baseline of asr.language_pool)
-            variants = [(m, "", auto_cfgs[m])]
+            variants = [("", auto_cfgs[m])]
             if a.langid_languages:
-                variants.append((f"{m}+languages", "languages", auto_cfgs[m].with_overrides(
-                    {"asr": {"languages": a.langid_languages}})))
+                variants.append(("languages", auto_cfgs[m].with_overrides({"asr": {"languages": a.langid_languages}})))
             if auto_cfgs[m].asr.language_pool:
-                variants.append((f"{m}+last_window", "last_window", auto_cfgs[m].with_overrides(
-                    {"asr": {"language_pool": False}})))
-            for key, variant, cfg in variants:
+                variants.append(("last_window", auto_cfgs[m].with_overrides({"asr": {"language_pool": False}})))
+            for variant, cfg in variants:
+                key = f"{m}+{variant}" if variant else m
                 for it, row in zip(lid, sec["files"]):
                     try:
                         raw = play(models.runtime(cfg), cfg, models.backend(m, True, cfg, warm), it.path,

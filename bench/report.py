@@ -1851,18 +1851,18 @@ def render_readme_block(results: Results) -> str:
             ["conversation: end of speech → final transcript, p90 (compute ÷ audio)", "—",
              f"{sec(cv['final_latency_s']['p90'])} ({num(cv['compute_ratio'], 2)})", "conversation.json"],
         ]
-        li = results("conversation").get("langid") or {}
-        last = li.get("last_window") or {}
-        if li.get("summary") and last.get("summary"):
-            def two(v):  # (each clip alone, the clips in one stream) accuracy over utterances of 2 s or more
-                alone = v["summary"]["utterances_2s"]["accuracy"]
-                stream = ((v.get("conversation") or {}).get("summary") or {}).get("utterances_2s", {}).get("accuracy")
-                return f"{num(alone, 3)} / {num(stream, 3)}"
+        conv_all = results("conversation")
+        dl = conv_all.get("done_when", {}).get("langid") or {}
+        if "last_window_utterance_2s_accuracy" in dl:
+            def two(prefix: str) -> str:  # accuracy over utterances ≥ 2 s: each clip alone / the clips in one stream
+                return (f"{num(dl[f'{prefix}utterance_2s_accuracy'], 3)} / "
+                        f"{num(dl.get(f'{prefix}conversation_utterance_2s_accuracy'), 3)}")
 
-            rows.append([f"language ID (`asr.language=auto`), {li['summary']['utterances_2s']['utterances']} "
-                         "espeak-ng French/German/Spanish utterances ≥ 2 s: identified right, each alone / speakers "
-                         "in one stream", f"each decode's own window: {two(last)}",
-                         f"the utterance's windows pooled: {two(li)}", "conversation.json"])
+            rows.append([f"language ID (`asr.language=auto`), "
+                         f"{conv_all['langid']['summary']['utterances_2s']['utterances']} espeak-ng "
+                         "French/German/Spanish utterances ≥ 2 s: identified right, each alone / speakers in one "
+                         "stream", f"each decode's own window: {two('last_window_')}",
+                         f"the utterance's windows pooled: {two('')}", "conversation.json"])
     if (results.folder / "tts.json").exists():
         tr = results("tts")
         tm = tr["results"]
