@@ -180,13 +180,14 @@ JOBS: tuple[Job, ...] = (
               "0.05-0.5 s of silence put before each file, scored against the unshifted beam-5 transcript"),
     Job("conversation", "conversation.json",
         _bench("conversation", "--methods",
-               "default,ar_final_greedy,ar_final_beam5,ar_final_retry,ar_context_repeat_off"), 5400,
+               "default,ar_final_greedy,ar_final_beam5,ar_final_retry,ar_context_repeat_off,ar_no_yield"), 6300,
         about="conversational speech in real time (bench/data/conversation: 2-4 voices, hesitations, fillers, "
               "restarts, backchannels, overlaps; clean, reverb, babble, telephone) and the real recordings: WER vs "
               "text and offline beam 5 per file and condition, offline greedy in the same run, for the default (beam 3 "
-              "on the final text's decode) beside a greedy final, a beam-5 final, the final's padded re-decode and "
-              "finals that keep the acoustic context written again (asr.context_repeat_words = 0); the English-German "
-              "read text and French/German/Spanish utterances with asr.language=auto: language ID (beside each decode "
+              "on the final text's decode) beside a greedy final, a beam-5 final, the final's padded re-decode, "
+              "finals that keep the acoustic context written again (asr.context_repeat_words = 0) and updates that "
+              "do not yield to the pause's decode (asr.yield_to_pause = false); the English-German read text and "
+              "French/German/Spanish utterances with asr.language=auto: language ID (beside each decode "
               "identified by its own window alone, asr.language_pool = false), captions into English (chrF)"),
     Job("causal-final", "conversation_causal.json", _bench("causal-final"), 900,
         about="what a live final loses by not hearing the future: at each end of speech of the conversation job's "

@@ -126,6 +126,8 @@ METHODS: dict[str, dict] = {
     "ar_partial_retry": {"asr": {"method": "ar", "partial_retry": True}},
     # an update due while its audio ends in a silence inside speech runs at once, not after the pause's decode
     "ar_no_hold": {"asr": {"method": "ar", "hold_at_silence": False}},
+    # an update waits only in a silence its audio ends in, and one running when the VAD hears a silence goes on
+    "ar_no_yield": {"asr": {"method": "ar", "yield_to_pause": False}},
     # the final text's decode that fails the guards is redone on the padded 30 s window
     "ar_final_retry": {"asr": {"method": "ar", "final_retry": True}},
     # the update policy before the four changes above: an update per 1 s, every failed decode redone on the padded
@@ -141,7 +143,8 @@ AR_OF = {
     "ar_no_overlap": "ar", "ar_context_prefix": "ar", "ar_revise_no_timestamps": "ar", "ar_revise_context4": "ar",
     "ar_align_time": "ar", "ar_context_repeat_off": "ar", "ar_revise_chains": "ar", "ar_chunk100": "ar",
     "ar_chunk150": "ar",
-    "ar_partial_retry": "ar", "ar_no_hold": "ar", "ar_final_retry": "ar", "ar_chunk100_retry_all": "ar",
+    "ar_partial_retry": "ar", "ar_no_hold": "ar", "ar_no_yield": "ar", "ar_final_retry": "ar",
+    "ar_chunk100_retry_all": "ar",
     "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_final_greedy": "ar", "ar_w20": "ar", "ar_before": "ar",
     "ar_w6": "ar", "ssd_w6": "ar_w6",
     "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar",
@@ -424,6 +427,7 @@ def file_metrics(raw: dict, offline: dict, ref: str | None, W: WER) -> dict:
     tot = sum_stats(raw["records"])
     out = {
         "audio_s": _r(st.audio_s, 2), "asr_compute_s": _r(st.asr_compute_s), "updates": st.updates,
+        "updates_abandoned": st.updates_abandoned,  # asr.yield_to_pause: stopped after their encoder pass
         "compute_ratio": _r(st.asr_compute_s / st.audio_s if st.audio_s else 0.0, 4),
         **split_times(tot),
         "final_latency_s": percentiles(final_lat), "first_partial_s": percentiles(first_lat),
@@ -464,6 +468,7 @@ def summarize(name: str, per_file: list[dict], W: WER) -> dict:
     refs = [f["ref"] if f["ref"] is not None else "" for f, _ in rows]
     s = {
         "files": len(rows), "audio_s": _r(audio, 2), "asr_compute_s": _r(comp), "updates": sum(m["updates"] for _, m in rows),
+        "updates_abandoned": sum(m.get("updates_abandoned", 0) for _, m in rows),
         "compute_ratio": _r(comp / audio if audio else 0.0, 4),
         "encoder_s": _r(sum(m["encoder_s"] for _, m in rows)), "decoder_s": _r(sum(m["decoder_s"] for _, m in rows)),
         "align_s": _r(sum(m["align_s"] for _, m in rows)),

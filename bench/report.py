@@ -728,6 +728,8 @@ ASR_STREAM_DESC = {
     "ar_final_greedy": "greedy decoding for the final text too",
     "ar_final_retry": "the final text's decode redone on the padded 30 s window when it fails the guards",
     "ar_context_repeat_off": "a final that opens with the acoustic context's words written again keeps them",
+    "ar_no_yield": "streaming updates wait only in a silence their audio ends in, and one running when the silence "
+                   "begins goes on",
 }
 
 

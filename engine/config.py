@@ -430,6 +430,14 @@ class AsrConfig:
                                          "utterance waits until speech resumes or the VAD's pause, whose decode gives "
                                          "the final text: the final is not held up by an update that ends in the "
                                          "same silence.")
+    # a streaming update started just before the speech ended (0.3-0.7 s of decode on two cores) delayed the pause's
+    # decode, and with it the final, for about a fifth of the utterances on development conversations
+    yield_to_pause: bool = setting(True, label="Updates yield to the pause",
+                                   help="With asr.hold_at_silence: an update waits while the VAD hears any silence "
+                                        "inside the utterance (not only one its audio ends in), and one already "
+                                        "running is abandoned after its encoder pass when the VAD hears a silence "
+                                        "by then: the pause's decode, which gives the final text, does not wait "
+                                        "for it. Off: only an update whose audio ends in the silence waits.")
     guard_no_speech: float = setting(0.6, label="Guard: no-speech probability", range=(0.0, 1.0),
                                      help="With a low log-prob, a window above this no-speech probability is silence "
                                           "and gives no words (Whisper's rule).")

@@ -215,6 +215,7 @@ class TranscriberStats:
     audio_s: float = 0.0
     asr_compute_s: float = 0.0
     updates: int = 0
+    updates_abandoned: int = 0  # streaming updates stopped after their encoder pass in a silence (not in updates)
     utterances: list[UtteranceRecord] = field(default_factory=list)
     started_wall: float = 0.0
     ended_wall: float = 0.0
@@ -255,6 +256,10 @@ class StreamingTranscriber:
             inside the utterance waits for speech to resume or for the VAD's "pause", whose decode up to the end of
             speech it would only delay (the final is then ready when the VAD confirms the end); False = updates run
             as due.
+        yield_to_pause: with ``hold_at_silence``, an update waits while the VAD hears any silence inside the
+            utterance (not only one its audio ends in), and a streaming update already running is abandoned after
+            its encoder pass when the VAD hears a silence by then (the pause's decode supersedes it); False = only
+            an update whose audio ends in the silence waits.
         session_language: ``asr.language = "auto"``: the session's language identification with hysteresis
             (:class:`engine.asr.streaming.SessionLanguage`); None = the backend's fixed language.
         revise_max_s: > 0: a second pass re-decodes finished utterances and emits :class:`RevisedTranscript`;
@@ -285,7 +290,7 @@ class StreamingTranscriber:
                  session_language: SessionLanguage | None = None, revise_max_s: float = 0.0,
                  revise_gap_s: float = 2.0, revise_idle_cores: float = 0.5, revise_context_s: float = 8.0,
                  revise_backend: ASRBackend | Callable[[], ASRBackend] | None = None, revise_mode: str = "chains",
-                 context_repeat_words: int = 0):
+                 context_repeat_words: int = 0, yield_to_pause: bool = False):
         self.source = source
         self.session_language = session_language
         if revise_mode not in ("offline", "chains"):
@@ -319,6 +324,7 @@ class StreamingTranscriber:
         self.partial_retry = partial_retry  # a partial's failed decode is redone on the padded window too
         self.final_retry = final_retry  # ... and a final text's
         self.hold_at_silence = hold_at_silence  # no update during a silence that may be the end of speech
+        self.yield_to_pause = yield_to_pause  # ... any silence the VAD hears; a running update is abandoned in one
         self.pre_roll_s = pre_roll_s  # audio before the VAD start (and its pad) decoded too, seconds
         self._last_words: list = []
         self.q = AudioQueue(max_backlog_s)
@@ -459,9 +465,10 @@ class StreamingTranscriber:
                     pending_new = 0.0
                     self._update(proc, rec, until=pause_at)
                 pause_at = None
-            if proc is not None and pending_new >= self.min_chunk_s and not self._ends_in_silence(proc.audio_end):
+            if proc is not None and pending_new >= self.min_chunk_s and not self._in_silence(proc.audio_end):
                 pending_new = 0.0
-                self._update(proc, rec)
+                if not self._update(proc, rec):
+                    pending_new = self.min_chunk_s  # abandoned in a silence: due again once speech resumes
                 if proc.audio_end - rec.t_start > self.max_utterance_s:
                     # a run-on "utterance" (no pause): close it so the answer/caption paths are not starved, at a
                     # word boundary; its audio after the cut (from its buffer) starts the next utterance
@@ -482,17 +489,20 @@ class StreamingTranscriber:
         self.stats.ended_wall = time.monotonic()
         return self.stats
 
-    def _ends_in_silence(self, audio_end: float) -> bool:
-        """``hold_at_silence`` on a real-time source: the audio this thread has (up to ``audio_end``, seconds) ends in
-        a silence inside the utterance that the VAD (level with or ahead of this thread) still hears. An update
-        decoded now would end in that silence; if it becomes a pause, the pause's decode up to the end of speech
-        waits for it, and so does the final (an update of several seconds of audio takes 0.3 to 1 s on a small
-        CPU). Resumed speech, or the pause itself, lets the decode run. A source that is not real time is read
-        ahead of this thread, so the VAD's state says nothing about its audio: never."""
+    def _in_silence(self, audio_end: float | None = None) -> bool:
+        """``hold_at_silence`` on a real-time source: whether an update due now waits. It does while the audio this
+        thread has (up to ``audio_end``, seconds) ends in a silence inside the utterance that the VAD (level with or
+        ahead of this thread) still hears, and with ``yield_to_pause`` while the VAD hears any silence inside the
+        utterance (this thread's audio may end just before it: the thread lags the capture while it decodes). An
+        update decoded now would be superseded within the VAD's pause (0.2 s) by the pause's decode up to the end
+        of speech, which would wait for it, and so would the final (an update of several seconds of audio takes
+        0.3 to 1 s on a small CPU). Resumed speech, or the pause itself, lets the decode run. ``audio_end`` None:
+        any silence (the abandonment check of a running update, :meth:`_update`). A source that is not real time
+        is read ahead of this thread, so the VAD's state says nothing about its audio: never."""
         if not (self.hold_at_silence and self.realtime and self.vad is not None):
             return False
         since = self.vad.silence_since
-        return since is not None and since <= audio_end + 1e-3
+        return since is not None and (self.yield_to_pause or audio_end is None or since <= audio_end + 1e-3)
 
     def _start(self, index: int, t_start: float, ring: list[AudioBlock], carry: np.ndarray | None = None):
         """Open utterance ``index`` at the audio time ``t_start`` (seconds) with its pre-roll (or acoustic context)
@@ -542,17 +552,28 @@ class StreamingTranscriber:
         self.emit(SpeechStarted(index, t_start_utt))
         return index, proc, rec
 
-    def _update(self, proc: OnlineASRProcessor, rec: UtteranceRecord, until: float | None = None) -> None:
+    def _update(self, proc: OnlineASRProcessor, rec: UtteranceRecord, until: float | None = None) -> bool:
+        """Re-decode ``proc``'s buffer (up to ``until``, audio time in seconds: the VAD's pause) and emit what it
+        gives. A streaming update (``until`` None) under ``yield_to_pause`` is abandoned after its encoder pass
+        when the VAD hears a silence by then (:meth:`_in_silence`). Returns False when it was abandoned."""
         n_before = len(proc.updates)
+        abandon = self._in_silence if until is None and self.yield_to_pause else None
         try:
             with ASR.decoding():  # speculation waits for it (engine.core.cpu)
-                new, tentative = proc.process_iter(until)
+                new, tentative = proc.process_iter(until, abandon=abandon)
         except Exception as e:
             self.emit(Error("asr", f"transcription update failed: {type(e).__name__}: {e}"))
-            return
+            return True
         done = proc.updates[n_before:]  # the update's decode, and the decode of a finished piece if one was due
         if not done:
-            return
+            return True
+        abandoned = bool(done[-1].stats.get("abandoned"))
+        if abandoned:  # its encoder pass is compute spent; no text came of it
+            spent = sum(u.compute_s for u in done)
+            rec.asr_compute_s += spent
+            self.stats.asr_compute_s += spent
+            self.stats.updates_abandoned += 1
+            return False
         compute_s = sum(u.compute_s for u in done)
         rec.updates += 1
         rec.asr_compute_s += compute_s
@@ -564,6 +585,7 @@ class StreamingTranscriber:
             rec.first_partial_wall = time.monotonic()
         self.emit(PartialTranscript(rec.index, join_words(proc.committed) + " ", join_words(tentative),
                                     proc.audio_end, compute_s, hypothesis=proc.hypothesis, language=proc.language))
+        return True
 
     def _finish(self, proc: OnlineASRProcessor, rec: UtteranceRecord, speech_end: float | None = None,
                 cut: bool = False) -> None:

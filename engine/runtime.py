@@ -112,7 +112,7 @@ class Runtime:
                                     context_prefix=a.context_prefix, align_final=a.align_final,
                                     context_repeat_words=a.context_repeat_words,
                                     partial_retry=a.partial_retry, final_retry=a.final_retry,
-                                    hold_at_silence=a.hold_at_silence,
+                                    hold_at_silence=a.hold_at_silence, yield_to_pause=a.yield_to_pause,
                                     final_piece_s=a.final_piece_s, trim_latest=a.trim_latest,
                                     trim_overlap_s=a.trim_overlap_s, session_language=lang,
                                     revise_max_s=a.revise_max_s, revise_gap_s=a.revise_gap_s,

@@ -398,34 +398,112 @@ def test_ar_backend_decodes_the_final_text_with_beam_search(runtime, jfk_audio, 
     assert jiwer.wer(JFK_TEXT.lower().replace(",", "").replace(".", ""), norm) < 0.1
 
 
-def test_updates_hold_while_the_audio_ends_in_a_silence_inside_speech(runtime, jfk_path, jfk_audio):
-    """asr.hold_at_silence: on a real-time source, an update due while the transcriber's audio ends in a silence the
-    real VAD hears inside jfk's speech waits (the pause's decode up to the end of speech would wait for it); audio that
-    ends before the silence began (the transcriber lags the VAD), resumed speech, the setting off, or a file read
-    faster than real time (the VAD runs ahead of the decodes) do not hold it."""
+def test_updates_hold_while_the_vad_hears_a_silence_inside_speech(runtime, jfk_path, jfk_audio):
+    """asr.hold_at_silence: on a real-time source, an update due while the real VAD hears a silence inside jfk's
+    speech waits (the pause's decode up to the end of speech would wait for it) when the transcriber's audio ends in
+    that silence, and with asr.yield_to_pause also when it ends just before it (the transcriber lags the VAD);
+    resumed speech, the setting off, or a file read faster than real time (the VAD runs ahead of the decodes) do
+    not hold it."""
     from audio.sources import FileSource
     from audio.vad import CHUNK
     from engine.pipeline import StreamingTranscriber
 
-    def transcriber(hold, realtime=True):
+    def transcriber(hold, realtime=True, yield_to_pause=False):
         return StreamingTranscriber(FileSource(jfk_path, realtime=realtime), ScriptedBackend([W("x")]),
-                                    runtime.vad(), lambda e: None, hold_at_silence=hold)
+                                    runtime.vad(), lambda e: None, hold_at_silence=hold, yield_to_pause=yield_to_pause)
 
-    st, off, fast = transcriber(True), transcriber(False), transcriber(True, realtime=False)
+    st, yielding = transcriber(True), transcriber(True, yield_to_pause=True)
+    off, fast = transcriber(False, yield_to_pause=True), transcriber(True, realtime=False, yield_to_pause=True)
     held = resumed = 0
     for i in range(0, len(jfk_audio) - CHUNK, CHUNK):
-        for t in (st, off, fast):
+        for t in (st, yielding, off, fast):
             t.vad(jfk_audio[i: i + CHUNK])
         now = (i + CHUNK) / 16000
         since = st.vad.silence_since
-        assert not off._ends_in_silence(now) and not fast._ends_in_silence(now)
+        assert yielding.vad.silence_since == since
+        assert not off._in_silence(now) and not fast._in_silence(now) and not fast._in_silence()
         if since is None:
             resumed += st.vad.in_speech
-            assert not st._ends_in_silence(now)
+            assert not st._in_silence(now) and not yielding._in_silence(now) and not yielding._in_silence()
         else:
             held += 1
-            assert st._ends_in_silence(now) and not st._ends_in_silence(since - 0.05)
+            assert st._in_silence(now) and not st._in_silence(since - 0.05)
+            assert yielding._in_silence(now) and yielding._in_silence(since - 0.05) and yielding._in_silence()
     assert held and resumed
+
+
+def test_the_whisper_backend_abandons_a_decode_after_its_encoder_pass_when_asked(runtime, jfk_audio):
+    """SSDCT2Backend.transcribe's ``abandon``: checked once, after the encoder pass; True raises DecodeAbandoned
+    (no decoder run), False decodes exactly as without it."""
+    from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.streaming import DecodeAbandoned
+
+    be = SSDCT2Backend(runtime.whisper_ssd(), speculate=False)
+    audio = jfk_audio[: 16000 * 6]
+    asked = []
+    with pytest.raises(DecodeAbandoned):
+        be.transcribe(audio, "", abandon=lambda: asked.append(1) or True)
+    assert asked == [1]
+    kept = be.transcribe(audio, "", abandon=lambda: asked.append(2) or False)
+    assert asked == [1, 2] and kept.words
+    assert join_words(kept.words) == join_words(be.transcribe(audio, "").words)
+
+
+class _AbandonAware(ScriptedBackend):
+    """A scripted backend that checks ``abandon`` where the Whisper backend does (after its encoder pass)."""
+
+    def __init__(self, hyps):
+        super().__init__(hyps)
+        self.decodes = 0
+
+    def transcribe(self, audio, prompt="", abandon=None):
+        from engine.asr.streaming import DecodeAbandoned
+
+        if abandon is not None and abandon():
+            raise DecodeAbandoned("abandoned")
+        self.decodes += 1
+        return super().transcribe(audio, prompt)
+
+
+def test_a_streaming_update_is_abandoned_in_a_silence_and_falls_due_again_when_speech_resumes(runtime, jfk_path,
+                                                                                              jfk_audio):
+    """asr.yield_to_pause: a streaming update whose backend finds, after its encoder pass, that the real VAD hears a
+    silence inside jfk's speech (the pause's decode is about to supersede it) is abandoned: nothing committed or
+    emitted, its compute counted, the buffer not marked decoded; with speech going on, the same update runs. A
+    decode up to the VAD's pause (the final text's) is never abandoned, nor is any update with the setting off."""
+    from audio.sources import FileSource
+    from audio.vad import CHUNK
+    from engine.pipeline import StreamingTranscriber, UtteranceRecord
+
+    assert runtime.cfg.asr.yield_to_pause and runtime.cfg.asr.hold_at_silence  # the defaults
+    events = []
+    st = StreamingTranscriber(FileSource(jfk_path, realtime=True), _AbandonAware([W("and so my fellow")]),
+                              runtime.vad(), events.append, hold_at_silence=True, yield_to_pause=True)
+    proc = OnlineASRProcessor(st.backend)
+    rec = UtteranceRecord(index=0, t_start=0.0)
+    i, in_silence = 0, False
+    while not in_silence:  # up to the first silence the VAD hears inside the speech
+        st.vad(jfk_audio[i: i + CHUNK])
+        proc.insert_audio_chunk(jfk_audio[i: i + CHUNK])
+        i += CHUNK
+        in_silence = st.vad.silence_since is not None
+    assert st._update(proc, rec) is False
+    assert st.backend.decodes == 0 and not events and proc.committed == [] and proc.decoded_until == 0.0
+    assert proc.updates[-1].stats["abandoned"] and st.stats.updates_abandoned == 1 and st.stats.updates == 0
+    assert rec.asr_compute_s == st.stats.asr_compute_s == proc.updates[-1].compute_s
+    assert st._update(proc, rec, until=proc.audio_end) is True  # the pause's decode runs in the silence
+    assert st.backend.decodes == 1 and events and proc.decoded_until == pytest.approx(proc.audio_end)
+    while st.vad.silence_since is not None:  # speech resumes
+        st.vad(jfk_audio[i: i + CHUNK])
+        proc.insert_audio_chunk(jfk_audio[i: i + CHUNK])
+        i += CHUNK
+    assert st._update(proc, rec) is True and st.backend.decodes == 2 and st.stats.updates == 2
+    st.yield_to_pause = False  # off: an update running in a silence goes on
+    while st.vad.silence_since is None:
+        st.vad(jfk_audio[i: i + CHUNK])
+        proc.insert_audio_chunk(jfk_audio[i: i + CHUNK])
+        i += CHUNK
+    assert st._update(proc, rec) is True and st.backend.decodes == 3 and st.stats.updates_abandoned == 1
 
 
 @pytest.mark.parametrize("role", ["asr_draft", "asr_target"])

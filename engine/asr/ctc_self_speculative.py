@@ -32,7 +32,7 @@ from engine.core import verify as V
 from engine.asr.whisper_ct2 import CT2WhisperDecoder
 from engine.asr.ctc_draft import CTCDraft
 from engine.core.events import Word
-from engine.asr.streaming import SAMPLE_RATE, BackendResult, _key
+from engine.asr.streaming import SAMPLE_RATE, BackendResult, DecodeAbandoned, _key
 from engine.asr.tokenizer import repair_model_tokenizer
 from engine.asr.window import DecodeGuard, WindowPolicy, log_mel, skipped_regions, split_point
 
@@ -564,7 +564,7 @@ class SSDCT2Backend:
 
     def transcribe(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None,
                    draft: str | None = None, language=None, prefix: str = "",
-                   padded_retry: bool = True) -> BackendResult:
+                   padded_retry: bool = True, abandon=None) -> BackendResult:
         """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt`` (``beam_size``: this decode's
         beam width for plain AR, default ``self.beam_size``; ``draft``: see :meth:`transcribe_final`, no CTC
         draft then; ``language``: None = the model's ``asr.language``, an ISO 639-1 code, or a callable
@@ -576,6 +576,9 @@ class SSDCT2Backend:
         after them, its words are only the new ones, and no word of the context is decoded again.
         ``padded_retry``: False = a decode that fails the guards is not redone on the padded window (a streaming
         update's partial, replaced by the next update); the prompt reset still applies, on the scaled window.
+        ``abandon``: a callable checked once the encoder pass is done (audio up to one window long): True raises
+        :class:`engine.asr.streaming.DecodeAbandoned` before the decoder runs (a streaming update that a decode
+        about to start supersedes, e.g. at the VAD's pause).
 
         The encoder sees the audio in a window of ``self.window`` (length-scaled by default); the decode passes
         :attr:`guard` or is redone greedily on the padded 30 s window, and, when the best decode so far collapsed
@@ -606,7 +609,7 @@ class SSDCT2Backend:
                                     prefix=prefix)
         else:
             r = self._decode_window(audio, prompt, self.window.n_frames(n), self.speculate, beam_size,
-                                    language=language, prefix=prefix)
+                                    language=language, prefix=prefix, abandon=abandon)
         lang = r.stats.get("language")
         if not self.m.prompt_fits(language, lang):
             prompt = ""  # nor for its re-decodes
@@ -703,16 +706,19 @@ class SSDCT2Backend:
 
     def _decode_window(self, audio: np.ndarray, prompt: str, n_frames: int, speculate: bool,
                        beam_size: int | None = None, draft_text: str | None = None,
-                       language=None, prefix: str = "") -> "_WindowDecode":
+                       language=None, prefix: str = "", abandon=None) -> "_WindowDecode":
         """One encoder window and one decode (SSD Eq. 3/5/6, or AR when ``speculate`` is False: beam search of
         width ``beam_size``, default ``self.beam_size``). ``draft_text`` (with ``speculate`` False): a caller's
         draft, verified exactly (:func:`engine.core.verify.majority_accepted`) before greedy decoding continues.
-        ``language``, ``prefix``: see :meth:`transcribe` (a prefix's tokens are ``forced``, not in ``tokens``)."""
+        ``language``, ``prefix``, ``abandon``: see :meth:`transcribe` (a prefix's tokens are ``forced``, not in
+        ``tokens``)."""
         exact = draft_text is not None and not speculate
         n = len(audio)
         t0 = time.perf_counter()
         sv = self.m.fw.encode(log_mel(self.m.fw.feature_extractor, audio, n_frames))
         t_enc = time.perf_counter() - t0
+        if abandon is not None and abandon():
+            raise DecodeAbandoned(f"abandoned after the encoder pass ({t_enc:.3f} s)")
         t_lid = time.perf_counter()
         lang, lang_probs = self.m.language_for(sv, language, n / SAMPLE_RATE)
         t_lid = time.perf_counter() - t_lid

@@ -59,6 +59,11 @@ class BackendResult:
     stats: dict
 
 
+class DecodeAbandoned(Exception):
+    """A decode given ``abandon`` (a backend's ``transcribe``) stopped after its encoder pass because ``abandon()``
+    said its result is no longer wanted (a streaming update the VAD's pause is about to supersede)."""
+
+
 class ASRBackend(Protocol):
     """A streaming decoder. It may also have ``transcribe_final(audio, prompt, draft="")`` (same result) for the
     decodes that give an utterance's final text; :class:`OnlineASRProcessor` then calls it at a VAD pause and at the
@@ -635,10 +640,14 @@ class OnlineASRProcessor:
         decodes do not see the whole utterance, so the final text needs a decode of ``whole``."""
         return self._whole_on and self.left_until > self.whole_offset + 1e-6
 
-    def process_iter(self, until: float | None = None) -> tuple[list[Word], list[Word]]:
+    def process_iter(self, until: float | None = None, abandon=None) -> tuple[list[Word], list[Word]]:
         """Re-decode the buffer (up to the audio time ``until``, seconds, if given: e.g. the end of speech at a
         VAD pause, so the final transcript may be ready when the VAD confirms the end). Returns (newly committed
-        words, current tentative words)."""
+        words, current tentative words).
+
+        ``abandon`` (a streaming update, ``until`` None; a backend whose ``transcribe`` takes it): a callable the
+        backend checks after its encoder pass; True stops the update there (:class:`DecodeAbandoned`): nothing is
+        committed, the buffer counts as not decoded, and the update is noted with ``stats["abandoned"]``."""
         audio = self.audio
         if until is not None:
             audio = audio[: max(int(round((until - self.buffer_time_offset) * SAMPLE_RATE)), int(SAMPLE_RATE * 0.1))]
@@ -648,7 +657,12 @@ class OnlineASRProcessor:
             self._decode_whole(until)
             return [], self.hyp.complete()
         t0 = time.perf_counter()
-        res = self._decode(audio, final=until is not None)
+        try:
+            res = self._decode(audio, final=until is not None, abandon=abandon if until is None else None)
+        except DecodeAbandoned as e:
+            self.updates.append(UpdateStats(time.perf_counter() - t0, len(audio) / SAMPLE_RATE, 0,
+                                            {"abandoned": True, "reason": str(e)}))
+            return [], self.hyp.complete()
         self.decoded_until = self.buffer_time_offset + len(audio) / SAMPLE_RATE
         self._remember(res.words)
         self.hyp.insert(res.words, self.buffer_time_offset)
@@ -665,14 +679,15 @@ class OnlineASRProcessor:
         return new, self.hyp.complete()
 
     def _decode(self, audio: np.ndarray, final: bool, prompt: str | None = None, draft: str = "",
-                at: float | None = None) -> BackendResult:
+                at: float | None = None, abandon=None) -> BackendResult:
         """One backend decode of ``audio`` after ``prompt`` (default :meth:`prompt`); ``at``: the audio time of
         ``audio[0]`` (seconds, default the buffer's start): audio that starts with the acoustic context is decoded
         after the context's text as a forced prefix (``context_prefix``). ``final``: this decode may give
         the utterance's final text (at a VAD pause or the end of speech): a backend with ``transcribe_final`` (e.g.
         beam search for the final text, ``asr.final_beam_size``) decodes it with that, given ``draft`` if it takes
         one. With a :class:`SessionLanguage` the backend identifies the window's language and decodes in the one
-        :meth:`SessionLanguage.choose` picks (:attr:`language`)."""
+        :meth:`SessionLanguage.choose` picks (:attr:`language`). ``abandon``: see :meth:`process_iter` (passed to a
+        backend whose ``transcribe`` takes it)."""
         prompt = self.prompt() if prompt is None else prompt
         final_fn = getattr(self.backend, "transcribe_final", None) if final else None
         fn = final_fn or self.backend.transcribe
@@ -686,6 +701,8 @@ class OnlineASRProcessor:
         at = self.buffer_time_offset if at is None else at
         if self.context_prefix and abs(at - self._t_start) < 1e-6 and _takes(fn, "prefix"):
             kw["prefix"] = join_words(self.context_words)
+        if abandon is not None and _takes(fn, "abandon"):
+            kw["abandon"] = abandon
         res = fn(audio, prompt, **kw)
         pl = self._choose_language.prompt_language
         if ("language" not in kw and self.session_language is not None and prompt.strip() and pl
