@@ -567,18 +567,14 @@ class StreamingTranscriber:
         done = proc.updates[n_before:]  # the update's decode, and the decode of a finished piece if one was due
         if not done:
             return True
-        abandoned = bool(done[-1].stats.get("abandoned"))
-        if abandoned:  # its encoder pass is compute spent; no text came of it
-            spent = sum(u.compute_s for u in done)
-            rec.asr_compute_s += spent
-            self.stats.asr_compute_s += spent
+        compute_s = sum(u.compute_s for u in done)
+        rec.asr_compute_s += compute_s
+        self.stats.asr_compute_s += compute_s
+        if done[-1].stats.get("abandoned"):  # its encoder pass is compute spent; no text came of it
             self.stats.updates_abandoned += 1
             return False
-        compute_s = sum(u.compute_s for u in done)
         rec.updates += 1
-        rec.asr_compute_s += compute_s
         self.stats.updates += 1
-        self.stats.asr_compute_s += compute_s
         if new:
             self.emit(CommittedWords(rec.index, tuple(new)))
         if rec.first_partial_wall is None:
