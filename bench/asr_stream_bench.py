@@ -12,7 +12,9 @@ Models load once per distinct model configuration; each method has its own backe
 
 Metrics, per file × method and pooled per method:
     * compute ratio = ASR compute seconds / audio seconds (``TranscriberStats``; every update and final decode,
-      the 1 s of trailing silence FileSource appends included); encoder / decoder seconds summed over the
+      the second pass's decodes, the 1 s of trailing silence FileSource appends included), split into
+      ``live_compute_ratio`` (the updates and finals) and ``second_pass_compute_ratio`` (``asr.revise_max_s``: the
+      decodes that revise finished speech while the process is idle); encoder / decoder seconds summed over the
       backend stats of every decode: ``encoder_s`` = ``encode_s`` (+ SpecASR's ``draft_encode_s``), ``decoder_s`` =
       ``decode_s`` + ``ctc_s`` (the draft counts: CTC head for SSD; SpecASR's draft decoder, its draft encoder
       excluded), ``align_s`` = word alignment.
@@ -429,6 +431,8 @@ def file_metrics(raw: dict, offline: dict, ref: str | None, W: WER) -> dict:
         "audio_s": _r(st.audio_s, 2), "asr_compute_s": _r(st.asr_compute_s), "updates": st.updates,
         "updates_abandoned": st.updates_abandoned,  # asr.yield_to_pause: stopped after their encoder pass
         "compute_ratio": _r(st.asr_compute_s / st.audio_s if st.audio_s else 0.0, 4),
+        # the second pass's decodes (asr.revise_max_s; run while the process is idle), counted in asr_compute_s
+        "second_pass_compute_s": _r(st.revise_compute_s),
         **split_times(tot),
         "final_latency_s": percentiles(final_lat), "first_partial_s": percentiles(first_lat),
         "utterances": len(st.utterances),
@@ -457,6 +461,7 @@ def summarize(name: str, per_file: list[dict], W: WER) -> dict:
     rows = [(f, f["methods"][name]) for f in per_file if "error" not in f["methods"].get(name, {"error": 1})]
     audio = sum(m["audio_s"] for _, m in rows)
     comp = sum(m["asr_compute_s"] for _, m in rows)
+    second = sum(m.get("second_pass_compute_s") or 0.0 for _, m in rows)
     lat = [u["final_latency_s"] for _, m in rows for u in m["utterance_detail"] if u["final_latency_s"] is not None]
     fp = [u["first_partial_s"] for _, m in rows for u in m["utterance_detail"] if u["first_partial_s"] is not None]
     erased = sum(m["erased_words"] for _, m in rows)
@@ -470,6 +475,8 @@ def summarize(name: str, per_file: list[dict], W: WER) -> dict:
         "files": len(rows), "audio_s": _r(audio, 2), "asr_compute_s": _r(comp), "updates": sum(m["updates"] for _, m in rows),
         "updates_abandoned": sum(m.get("updates_abandoned", 0) for _, m in rows),
         "compute_ratio": _r(comp / audio if audio else 0.0, 4),
+        "second_pass_compute_ratio": _r(second / audio if audio else 0.0, 4),
+        "live_compute_ratio": _r((comp - second) / audio if audio else 0.0, 4),
         "encoder_s": _r(sum(m["encoder_s"] for _, m in rows)), "decoder_s": _r(sum(m["decoder_s"] for _, m in rows)),
         "align_s": _r(sum(m["align_s"] for _, m in rows)),
         "final_latency_s": percentiles(lat), "first_partial_s": percentiles(fp),

@@ -572,6 +572,9 @@ def done_when(report: dict) -> dict:
                 rr = _r(s["wer_vs_ref_revised"] - s["offline_greedy_wer_vs_ref"], 4)
             d.update(revised_wer_vs_beam5_delta=rb, revised_wer_vs_ref_delta=rr,
                      revised_ok=None if rr is None else rb <= 0.01 and rr <= 0.01)
+        if s.get("live_compute_ratio") is not None:  # the updates and finals; the second pass's part apart
+            d.update(live_compute_ratio=s["live_compute_ratio"],
+                     second_pass_compute_ratio=s["second_pass_compute_ratio"])
         out[f"conversation/{m}"] = d
     ml = report.get("multilingual", {})
     for m, r in ml.get("per_method", {}).items():

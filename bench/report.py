@@ -1504,9 +1504,18 @@ all): {c["passed"]} passed, {c["failed"]} failed, {c["error"]} errors, {c["skipp
 {table(["test", "outcome", "seconds", "reason"], rows)}"""
 
 
+def _compute_split(x: dict) -> str:
+    """Compute ÷ audio: "total (live …, second pass …)" — the updates and finals, and the second pass's decodes —
+    or the total alone for a run that did not split it."""
+    if x.get("live_compute_ratio") is None:
+        return num(x.get("compute_ratio"), 3)
+    return (f"{num(x['compute_ratio'], 3)} (live {num(x['live_compute_ratio'], 3)}, second pass "
+            f"{num(x['second_pass_compute_ratio'], 3)})")
+
+
 def _conv_row(label: str, x: dict) -> list[str]:
     lat = x["final_latency_s"]
-    return [label, num(x["compute_ratio"], 3), f"{sec(lat['p50'])} / {sec(lat['p90'])}",
+    return [label, _compute_split(x), f"{sec(lat['p50'])} / {sec(lat['p90'])}",
             f"{num(x['wer_vs_beam5'], 3)} ({signed(x['wer_delta_vs_offline_greedy'], 3)})",
             num(x.get("wer_vs_beam5_revised"), 3),
             num(x["offline_greedy_wer_vs_beam5"], 3),
@@ -1625,7 +1634,7 @@ Offline: {offl}.
     dw = d.get("done_when", {})
     dwrows = [[k, signed(v.get("wer_vs_beam5_delta"), 3), signed(v.get("wer_vs_ref_delta"), 3),
                signed(v.get("revised_wer_vs_beam5_delta"), 3), signed(v.get("revised_wer_vs_ref_delta"), 3),
-               sec(v.get("final_latency_p90_s")), num(v.get("compute_ratio"), 3)]
+               sec(v.get("final_latency_p90_s")), _compute_split(v)]
               for k, v in dw.items() if isinstance(v, dict) and "wer_vs_beam5_delta" in v]
     mode = "in real time" if cfg.get("realtime") else "as fast as it decodes (latencies not meaningful)"
     methods = ", ".join(asr_stream_label(cfg, m) for m in cfg.get("methods", []) if m != "default")
@@ -1851,7 +1860,9 @@ def render_readme_block(results: Results) -> str:
              f"streaming final: {num(cv['wer_vs_beam5'], 3)}; after the second pass: "
              f"{num(cv.get('wer_vs_beam5_revised'), 3)}", "conversation.json"],
             ["conversation: end of speech → final transcript, p90 (compute ÷ audio)", "—",
-             f"{sec(cv['final_latency_s']['p90'])} ({num(cv['compute_ratio'], 2)})", "conversation.json"],
+             f"{sec(cv['final_latency_s']['p90'])} ({num(cv['compute_ratio'], 2)}"
+             + (f": live {num(cv['live_compute_ratio'], 2)}, second pass {num(cv['second_pass_compute_ratio'], 2)}"
+                if cv.get("live_compute_ratio") is not None else "") + ")", "conversation.json"],
         ]
         conv_all = results("conversation")
         dl = conv_all.get("done_when", {}).get("langid") or {}
