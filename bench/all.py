@@ -114,6 +114,10 @@ class Job:
         return line
 
 
+# the default beside its baselines on conversational speech (the conversation and language jobs)
+CONVERSATION_METHODS = "default,ar_final_greedy,ar_final_beam5,ar_final_retry,ar_context_repeat_off,ar_no_yield"
+
+
 def _bench(name: str, *args: str) -> tuple[str, ...]:
     return ("bench", name, *args, "--out", OUT)
 
@@ -179,16 +183,21 @@ JOBS: tuple[Job, ...] = (
         about="the noise floor of the streaming WER target: offline greedy and beam 5 on both corpora, again after "
               "0.05-0.5 s of silence put before each file, scored against the unshifted beam-5 transcript"),
     Job("conversation", "conversation.json",
-        _bench("conversation", "--methods",
-               "default,ar_final_greedy,ar_final_beam5,ar_final_retry,ar_context_repeat_off,ar_no_yield"), 6300,
+        _bench("conversation", "--corpus", "conversation,real", "--methods", CONVERSATION_METHODS), 4700,
         about="conversational speech in real time (bench/data/conversation: 2-4 voices, hesitations, fillers, "
-              "restarts, backchannels, overlaps; clean, reverb, babble, telephone) and the real recordings: WER vs "
-              "text and offline beam 5 per file and condition, offline greedy in the same run, for the default (beam 3 "
-              "on the final text's decode) beside a greedy final, a beam-5 final, the final's padded re-decode, "
-              "finals that keep the acoustic context written again (asr.context_repeat_words = 0) and updates that "
-              "do not yield to the pause's decode (asr.yield_to_pause = false); the English-German read text and "
-              "French/German/Spanish utterances with asr.language=auto: language ID (beside each decode "
-              "identified by its own window alone, asr.language_pool = false), captions into English (chrF)"),
+              "restarts, backchannels, overlaps; clean, reverb, babble, telephone) and the English real recordings: "
+              "WER vs text and offline beam 5 per file and condition, offline greedy in the same run, for the default "
+              "(beam 3 on the final text's decode) beside a greedy final, a beam-5 final, the final's padded "
+              "re-decode, finals that keep the acoustic context written again (asr.context_repeat_words = 0) and "
+              "updates that do not yield to the pause's decode (asr.yield_to_pause = false); compute split into the "
+              "live path and the second pass"),
+    Job("language", "language.json",
+        _bench("conversation", "--corpus", "multilingual,langid", "--methods", CONVERSATION_METHODS), 1800,
+        about="asr.language=auto in real time: the English-German read text (each utterance's language, the German "
+              "part's WER against offline Whisper in its detected language) for the conversation job's methods, and "
+              "French/German/Spanish utterances (bench/data/conversation/langid): language ID per utterance, each "
+              "alone and as one stream (beside each decode identified by its own window alone, "
+              "asr.language_pool = false, and with the languages named), captions into English (chrF)"),
     Job("causal-final", "conversation_causal.json", _bench("causal-final"), 900,
         about="what a live final loses by not hearing the future: at each end of speech of the conversation job's "
               "default run, offline Whisper on all the audio heard so far (+ 0, 1, 3 s of look-ahead), against "

@@ -44,7 +44,12 @@ normaliser). A transcript revision (``engine.core.events.RevisedTranscript``: ``
 utterance ``utterances[i]``) replaces those utterances' final text in ``text_revised``; WERs of the revised text
 are reported when a run had any. ``done_when`` restates the issue's acceptance figures with the measured values.
 
-Run: ``specvoice bench conversation [--corpus conversation,real,langid] [--methods default] [--only NAME ...]
+Corpora (``--corpus``): ``conversation`` (the generated dialogues), ``real`` (the English real recordings),
+``multilingual`` (the real recording that changes language, under ``asr.language=auto``) and ``langid`` (the
+French, German and Spanish utterances: language ID and captions into English). ``specvoice bench all`` runs the
+first two as the ``conversation`` job and the last two as the ``language`` job (``language.json``).
+
+Run: ``specvoice bench conversation [--corpus conversation,real,multilingual,langid] [--methods default] [--only NAME ...]
 [--fast] [--no-captions] [--set SECTION.KEY=VALUE ...] [--out bench/results/conversation.json]``.
 ``--fast`` plays as fast as the ASR consumes (quick checks only: latencies then mean nothing).
 """
@@ -69,7 +74,7 @@ ROOT = HERE.parent
 CONVERSATION = HERE / "data" / "conversation"
 REAL = HERE / "data" / "real_speech"
 SR = 16000
-CORPORA = ("conversation", "real", "langid")
+CORPORA = ("conversation", "real", "multilingual", "langid")
 
 # non-lexical fillers and backchannels, as Whisper and people spell them; hyphenated forms first
 FILLERS = ("mm-hmm", "mm-hm", "mhm-hmm", "uh-huh", "uh-uh", "um-hmm", "uh", "uhh", "um", "umm", "uhm", "uhmm", "er",
@@ -205,11 +210,13 @@ def load_items(corpora: list[str], conversation: Path = CONVERSATION) -> list[It
         m = _manifest(conversation)
         items += [Item(rel, conversation / rel, "conversation", e["reference"], e["condition"], e)
                   for rel, e in m["files"].items()]
-    if "real" in corpora:
+    if "real" in corpora or "multilingual" in corpora:  # real: the English recordings; multilingual: the others
         m = _manifest(REAL)
         for name, e in m["files"].items():
             kind = "multilingual" if len(e.get("languages", ["en"])) > 1 else "real"
-            items.append(Item(name, REAL / name, kind, e.get("reference"), ",".join(e.get("languages", ["en"])), e))
+            if kind in corpora:
+                items.append(Item(name, REAL / name, kind, e.get("reference"), ",".join(e.get("languages", ["en"])),
+                                  e))
     if "langid" in corpora:
         m = _manifest(conversation)
         items += [Item(rel, conversation / rel, "langid", e["text"], e["language"], e)

@@ -1560,7 +1560,17 @@ def section_conversation(r: Results) -> str:
                 several = len(f["methods"]) > 1
                 rows.append(_conv_row(f"`{f['file']}`" + (f" ({m})" if several else ""), y))
         parts.append(f"#### {title}\n\n{table(CONV_HEAD, rows)}")
-    ml = d.get("multilingual")
+    # the language job (language.json) measures asr.language=auto apart; older runs measured it in this one
+    separate = (r.folder / "language.json").exists()
+    lang = r("language") if separate else d
+    if separate:
+        lcfg = lang["config"]
+        parts.append(f"""#### Languages other than English (`asr.language=auto`)
+
+Measured apart ({lcfg["started"]}, played {"in real time" if lcfg.get("realtime") else "as fast as it decodes"}):
+
+{produced_by("language.json")}""")
+    ml = lang.get("multilingual")
     if ml:
         mrows = []
         for m, x in ml["per_method"].items():
@@ -1575,7 +1585,7 @@ language:
 
 {table(["method", "part", "utterances' language right", "final WER vs beam 5", "revised WER vs beam 5",
         "offline greedy vs beam 5"], mrows)}""")
-    li = d.get("langid")
+    li = lang.get("langid")
     if li:
         off = li.get("offline", {})
         if li.get("supported") and li.get("summary"):
@@ -1864,7 +1874,8 @@ def render_readme_block(results: Results) -> str:
              + (f": live {num(cv['live_compute_ratio'], 2)}, second pass {num(cv['second_pass_compute_ratio'], 2)}"
                 if cv.get("live_compute_ratio") is not None else "") + ")", "conversation.json"],
         ]
-        conv_all = results("conversation")
+        lang_file = "language" if (results.folder / "language.json").exists() else "conversation"
+        conv_all = results(lang_file)
         dl = conv_all.get("done_when", {}).get("langid") or {}
         if "last_window_utterance_2s_accuracy" in dl:
             def two(prefix: str) -> str:  # accuracy over utterances ≥ 2 s: each clip alone / the clips in one stream
@@ -1875,7 +1886,7 @@ def render_readme_block(results: Results) -> str:
                          f"{conv_all['langid']['summary']['utterances_2s']['utterances']} espeak-ng "
                          "French/German/Spanish utterances ≥ 2 s: identified right, each alone / speakers in one "
                          "stream", f"each decode's own window: {two('last_window_')}",
-                         f"the utterance's windows pooled: {two('')}", "conversation.json"])
+                         f"the utterance's windows pooled: {two('')}", f"{lang_file}.json"])
     if (results.folder / "tts.json").exists():
         tr = results("tts")
         tm = tr["results"]

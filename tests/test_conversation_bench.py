@@ -180,9 +180,22 @@ def test_bench_on_jfk_with_whisper_base(tmp_path):
     s = rep["real"]["per_method"]["default"]
     assert s["offline_greedy_wer_vs_ref"] == 0.0 and s["wer_vs_ref"] == x["wer_vs_ref"]
     assert s["final_latency_s"]["n"] >= 1 and s["compute_ratio"] > 0
+    # the compute splits into the live path and the second pass (which re-decoded jfk at the end of the stream)
+    assert s["second_pass_compute_ratio"] > 0 and s["live_compute_ratio"] > 0
+    assert s["live_compute_ratio"] + s["second_pass_compute_ratio"] == pytest.approx(s["compute_ratio"], abs=2e-4)
     # one word wrong of 22 on the same real transcript
     wrong = off["greedy"].replace("country can", "county can")
     assert W.wer(JFK_TEXT, wrong) == pytest.approx(1 / 22, abs=1e-4)
+
+
+def test_the_real_corpus_is_the_english_recordings_and_the_multilingual_corpus_the_others():
+    from bench.conversation_bench import load_items
+
+    real, multi = load_items(["real"]), load_items(["multilingual"])
+    assert real and multi and {i.corpus for i in real} == {"real"} and {i.corpus for i in multi} == {"multilingual"}
+    assert all(i.group == "en" for i in real) and all("," in i.group for i in multi)
+    both = load_items(["real", "multilingual"])
+    assert sorted(i.name for i in both) == sorted(i.name for i in real + multi)
 
 
 def test_captions_into_refuses_a_result_of_other_settings_before_loading_a_model(tmp_path, capsys):
