@@ -1565,9 +1565,10 @@ def section_conversation(r: Results) -> str:
     lang = r("language") if separate else d
     if separate:
         lcfg = lang["config"]
+        when = (f"From {lcfg['measured_in']}" if lcfg.get("measured_in") else f"Measured apart ({lcfg['started']})")
         parts.append(f"""#### Languages other than English (`asr.language=auto`)
 
-Measured apart ({lcfg["started"]}, played {"in real time" if lcfg.get("realtime") else "as fast as it decodes"}):
+{when}; played {"in real time" if lcfg.get("realtime") else "as fast as it decodes"}.
 
 {produced_by("language.json")}""")
     ml = lang.get("multilingual")
