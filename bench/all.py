@@ -183,7 +183,7 @@ JOBS: tuple[Job, ...] = (
         about="the noise floor of the streaming WER target: offline greedy and beam 5 on both corpora, again after "
               "0.05-0.5 s of silence put before each file, scored against the unshifted beam-5 transcript"),
     Job("conversation", "conversation.json",
-        _bench("conversation", "--corpus", "conversation,real", "--methods", CONVERSATION_METHODS), 4700,
+        _bench("conversation", "--corpus", "conversation,real", "--methods", CONVERSATION_METHODS), 3300,
         about="conversational speech in real time (bench/data/conversation: 2-4 voices, hesitations, fillers, "
               "restarts, backchannels, overlaps; clean, reverb, babble, telephone) and the English real recordings: "
               "WER vs text and offline beam 5 per file and condition, offline greedy in the same run, for the default "
@@ -198,7 +198,7 @@ JOBS: tuple[Job, ...] = (
               "French/German/Spanish utterances (bench/data/conversation/langid): language ID per utterance, each "
               "alone and as one stream (beside each decode identified by its own window alone, "
               "asr.language_pool = false, and with the languages named), captions into English (chrF)"),
-    Job("causal-final", "conversation_causal.json", _bench("causal-final"), 900,
+    Job("causal-final", "conversation_causal.json", _bench("causal-final"), 700,
         about="what a live final loses by not hearing the future: at each end of speech of the conversation job's "
               "default run, offline Whisper on all the audio heard so far (+ 0, 1, 3 s of look-ahead), against "
               "offline beam 5 and the text (run after the conversation job: it reads conversation.json)"),

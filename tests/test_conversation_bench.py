@@ -207,8 +207,8 @@ def test_captions_into_refuses_a_result_of_other_settings_before_loading_a_model
 
     from engine.config import load_config
 
-    res = tmp_path / "conversation.json"
-    rep = json.loads((ROOT / "bench" / "results" / "conversation.json").read_text())
+    res = tmp_path / "language.json"
+    rep = json.loads((ROOT / "bench" / "results" / "language.json").read_text())  # the language job's result
     rep["config"]["settings"]["default"]["asr"] = json.loads(json.dumps(dataclasses.asdict(load_config().asr)))
     res.write_text(json.dumps(rep))  # a result measured with the settings as they are now
     before = res.read_bytes()
