@@ -49,8 +49,8 @@ Corpora (``--corpus``): ``conversation`` (the generated dialogues), ``real`` (th
 French, German and Spanish utterances: language ID and captions into English). ``specvoice bench all`` runs the
 first two as the ``conversation`` job and the last two as the ``language`` job (``language.json``).
 
-Run: ``specvoice bench conversation [--corpus conversation,real,multilingual,langid] [--methods default] [--only NAME ...]
-[--fast] [--no-captions] [--set SECTION.KEY=VALUE ...] [--out bench/results/conversation.json]``.
+Run: ``specvoice bench conversation [--corpus conversation,real,multilingual,langid] [--methods default]
+[--only NAME ...] [--fast] [--no-captions] [--set SECTION.KEY=VALUE ...] [--out bench/results/conversation.json]``.
 ``--fast`` plays as fast as the ASR consumes (quick checks only: latencies then mean nothing).
 """
 

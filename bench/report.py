@@ -1505,8 +1505,8 @@ all): {c["passed"]} passed, {c["failed"]} failed, {c["error"]} errors, {c["skipp
 
 
 def _compute_split(x: dict) -> str:
-    """Compute ÷ audio: "total (live …, second pass …)" — the updates and finals, and the second pass's decodes —
-    or the total alone for a run that did not split it."""
+    """Compute ÷ audio: "total (live …, second pass …)", i.e. the updates and finals and the second pass's
+    decodes, or the total alone for a run that did not split it."""
     if x.get("live_compute_ratio") is None:
         return num(x.get("compute_ratio"), 3)
     return (f"{num(x['compute_ratio'], 3)} (live {num(x['live_compute_ratio'], 3)}, second pass "
