@@ -1504,6 +1504,12 @@ all): {c["passed"]} passed, {c["failed"]} failed, {c["error"]} errors, {c["skipp
 {table(["test", "outcome", "seconds", "reason"], rows)}"""
 
 
+def _language_file(folder: Path) -> str:
+    """The result that holds asr.language=auto: "language" (the language job's) where it exists, else the older
+    runs' "conversation", which measured it with the English corpora."""
+    return "language" if (folder / "language.json").exists() else "conversation"
+
+
 def _compute_split(x: dict) -> str:
     """Compute ÷ audio: "total (live …, second pass …)", i.e. the updates and finals and the second pass's
     decodes, or the total alone for a run that did not split it."""
@@ -1561,7 +1567,7 @@ def section_conversation(r: Results) -> str:
                 rows.append(_conv_row(f"`{f['file']}`" + (f" ({m})" if several else ""), y))
         parts.append(f"#### {title}\n\n{table(CONV_HEAD, rows)}")
     # the language job (language.json) measures asr.language=auto apart; older runs measured it in this one
-    separate = (r.folder / "language.json").exists()
+    separate = _language_file(r.folder) == "language"
     lang = r("language") if separate else d
     if separate:
         lcfg = lang["config"]
@@ -1875,7 +1881,7 @@ def render_readme_block(results: Results) -> str:
              + (f": live {num(cv['live_compute_ratio'], 2)}, second pass {num(cv['second_pass_compute_ratio'], 2)}"
                 if cv.get("live_compute_ratio") is not None else "") + ")", "conversation.json"],
         ]
-        lang_file = "language" if (results.folder / "language.json").exists() else "conversation"
+        lang_file = _language_file(results.folder)
         conv_all = results(lang_file)
         dl = conv_all.get("done_when", {}).get("langid") or {}
         if "last_window_utterance_2s_accuracy" in dl:
