@@ -198,6 +198,11 @@ JOBS: tuple[Job, ...] = (
               "French/German/Spanish utterances (bench/data/conversation/langid): language ID per utterance, each "
               "alone and as one stream (beside each decode identified by its own window alone, "
               "asr.language_pool = false, and with the languages named), captions into English (chrF)"),
+    Job("language-english", "language_english.json",
+        _bench("conversation", "--corpus", "conversation,real", "--methods", "default,ar_language_auto"), 1300,
+        about="what asr.language=auto costs English: the English corpora of the conversation job in real time, the "
+              "default (asr.language = en) beside each utterance's language identified (ar_language_auto): WER vs "
+              "text and offline beam 5, final latency, compute, and the share of utterances identified as English"),
     Job("causal-final", "conversation_causal.json", _bench("causal-final"), 700,
         about="what a live final loses by not hearing the future: at each end of speech of the conversation job's "
               "default run, offline Whisper on all the audio heard so far (+ 0, 1, 3 s of look-ahead), against "

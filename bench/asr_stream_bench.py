@@ -132,6 +132,9 @@ METHODS: dict[str, dict] = {
     "ar_no_yield": {"asr": {"method": "ar", "yield_to_pause": False}},
     # the final text's decode that fails the guards is redone on the padded 30 s window
     "ar_final_retry": {"asr": {"method": "ar", "final_retry": True}},
+    # each utterance's language identified (asr.language=auto) instead of fixed: what detecting the language costs
+    # English speech
+    "ar_language_auto": {"asr": {"method": "ar", "language": "auto"}},
     # the update policy before the four changes above: an update per 1 s, every failed decode redone on the padded
     # window, no hold in a silence
     "ar_chunk100_retry_all": {"asr": {"method": "ar", "min_chunk_s": 1.0, "partial_retry": True, "final_retry": True,
@@ -146,7 +149,7 @@ AR_OF = {
     "ar_align_time": "ar", "ar_context_repeat_off": "ar", "ar_revise_chains": "ar", "ar_chunk100": "ar",
     "ar_chunk150": "ar",
     "ar_partial_retry": "ar", "ar_no_hold": "ar", "ar_no_yield": "ar", "ar_final_retry": "ar",
-    "ar_chunk100_retry_all": "ar",
+    "ar_chunk100_retry_all": "ar", "ar_language_auto": "ar",
     "ar_trim15": "ar", "ar_final_beam5": "ar", "ar_final_greedy": "ar", "ar_w20": "ar", "ar_before": "ar",
     "ar_w6": "ar", "ssd_w6": "ar_w6",
     "ssd_lossless_w6": "ar_w6", "ar_la2_final": "ar", "ar_piece20": "ar", "ar_piece10": "ar",

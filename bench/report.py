@@ -1681,6 +1681,49 @@ compute ≤ 0.5× audio):
         "revised − greedy (text)", "final p90", "compute ÷ audio"], dwrows)}"""
 
 
+def _english_share(per_file: list[dict], method: str) -> tuple[int, int]:
+    """(utterances identified as English, utterances with a language) of ``method`` over ``per_file`` rows."""
+    langs = [lang for f in per_file for lang in (f["methods"].get(method, {}).get("languages") or []) if lang]
+    return sum(lang == "en" for lang in langs), len(langs)
+
+
+def section_language_english(r: Results) -> str:
+    """What ``asr.language = auto`` costs English speech (``language_english.json``: the conversation job's English
+    corpora, the default beside ``ar_language_auto`` in one run)."""
+    if not (r.folder / "language_english.json").exists():
+        return ""
+    d = r("language_english")
+    cfg = d["config"]
+    rows = []
+    for corpus, title in (("conversation", "generated conversation"), ("real", "real recordings")):
+        c = d.get(corpus)
+        if not c:
+            continue
+        for m, x in c["per_method"].items():
+            lang = cfg["settings"][m]["asr"]["language"]
+            en, n = _english_share(c["per_file"], m)
+            rows.append([f"{title} ({m}, `asr.language={lang}`)", num(x["compute_ratio"], 3),
+                         f"{sec(x['final_latency_s']['p50'])} / {sec(x['final_latency_s']['p90'])}",
+                         f"{num(x['wer_vs_ref'], 3)} ({signed(x['wer_delta_vs_offline_greedy_ref'], 3)})",
+                         f"{num(x['wer_vs_beam5'], 3)} ({signed(x['wer_delta_vs_offline_greedy'], 3)})",
+                         num(x.get("wer_vs_ref_revised"), 3), num(x.get("wer_vs_beam5_revised"), 3),
+                         f"{en} / {n}" if n else "–"])
+    mode = "in real time" if cfg.get("realtime") else "as fast as it decodes (latencies not meaningful)"
+    return f"""### English under `asr.language=auto` (`specvoice bench conversation`)
+
+The English corpora of the conversation benchmark (the generated conversation and the English real recordings),
+transcribed with the language fixed (`asr.language=en`, the default) and with each utterance's language identified
+(`asr.language=auto`), side by side in one run, played {mode} (started {cfg["started"]}). Under `auto` the previous
+utterance's audio is not kept as acoustic context (`asr.context_gap_s`): each utterance's language is identified on
+its own audio. The last column counts the utterances identified as English.
+
+{produced_by("language_english.json")}
+
+{table(["", "compute ÷ audio", "final p50 / p90", "final WER vs text (− offline greedy)",
+        "final WER vs beam 5 (− offline greedy)", "revised vs text", "revised vs beam 5",
+        "utterances identified as English"], rows)}"""
+
+
 def _conversation_speed(d: dict) -> str:
     """" The machine's speed in this run: …" from the default's decodes of the generated conversation (encoder
     seconds per second of window, decoder seconds per token), so that latencies of runs on a shared machine can be
@@ -1792,7 +1835,7 @@ No section of bench/report.py describes this file yet; its scalar fields as reco
 SECTIONS: tuple[Callable[[Results], str], ...] = (
     section_latency_report, section_voice, section_voice_source, section_predgen, section_ssbd, section_caption,
     section_asr_stream, section_asr_offline, section_asr_decoding, section_soak, section_duplex, section_tts,
-    section_remote, section_tests_slow, section_conversation, section_causal_final, section_vad_gate,
+    section_remote, section_tests_slow, section_conversation, section_language_english, section_causal_final, section_vad_gate,
 )
 
 
@@ -1894,6 +1937,15 @@ def render_readme_block(results: Results) -> str:
                          "French/German/Spanish utterances ≥ 2 s: identified right, each alone / speakers in one "
                          "stream", f"each decode's own window: {two('last_window_')}",
                          f"the utterance's windows pooled: {two('')}", f"{lang_file}.json"])
+    if (results.folder / "language_english.json").exists():
+        le = results("language_english")["conversation"]
+        fixed, auto = le["per_method"]["default"], le["per_method"]["ar_language_auto"]
+        en, n = _english_share(le["per_file"], "ar_language_auto")
+        rows.append(["the generated conversation under `asr.language=auto`: final WER against the text, final p90 "
+                     "(utterances identified as English)",
+                     f"`asr.language=en`: {num(fixed['wer_vs_ref'], 3)}, {sec(fixed['final_latency_s']['p90'])}",
+                     f"`auto`: {num(auto['wer_vs_ref'], 3)}, {sec(auto['final_latency_s']['p90'])} ({en} / {n})",
+                     "language_english.json"])
     if (results.folder / "tts.json").exists():
         tr = results("tts")
         tm = tr["results"]

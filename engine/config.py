@@ -298,6 +298,8 @@ class AsrConfig:
                                "Whisper's encoder drafts, the decoder verifies); specasr = Whisper tiny.en drafts, "
                                "base verifies (specasr.txt); ar_torch = plain greedy on the same torch decoder SSD "
                                "uses (the baseline).")
+    # en, not auto: with the language identified, some short or noisy English utterances of the generated
+    # conversation are heard (and transcribed) as another language, and its English WER rises (bench language-english)
     language: str = setting("en", label="Spoken language", choices=("auto",) + WHISPER_LANGUAGES,
                             help="The language Whisper transcribes (a Whisper language code); auto = detect it. "
                                  "Ignored by an English-only model (tiny.en).")
