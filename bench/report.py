@@ -1835,7 +1835,8 @@ No section of bench/report.py describes this file yet; its scalar fields as reco
 SECTIONS: tuple[Callable[[Results], str], ...] = (
     section_latency_report, section_voice, section_voice_source, section_predgen, section_ssbd, section_caption,
     section_asr_stream, section_asr_offline, section_asr_decoding, section_soak, section_duplex, section_tts,
-    section_remote, section_tests_slow, section_conversation, section_language_english, section_causal_final, section_vad_gate,
+    section_remote, section_tests_slow, section_conversation, section_language_english, section_causal_final,
+    section_vad_gate,
 )
 
 
