@@ -1700,14 +1700,9 @@ def section_language_english(r: Results) -> str:
         if not c:
             continue
         for m, x in c["per_method"].items():
-            lang = cfg["settings"][m]["asr"]["language"]
             en, n = _english_share(c["per_file"], m)
-            rows.append([f"{title} ({m}, `asr.language={lang}`)", num(x["compute_ratio"], 3),
-                         f"{sec(x['final_latency_s']['p50'])} / {sec(x['final_latency_s']['p90'])}",
-                         f"{num(x['wer_vs_ref'], 3)} ({signed(x['wer_delta_vs_offline_greedy_ref'], 3)})",
-                         f"{num(x['wer_vs_beam5'], 3)} ({signed(x['wer_delta_vs_offline_greedy'], 3)})",
-                         num(x.get("wer_vs_ref_revised"), 3), num(x.get("wer_vs_beam5_revised"), 3),
-                         f"{en} / {n}" if n else "–"])
+            rows.append(_conv_row(f"{title} ({m}, `asr.language={cfg['settings'][m]['asr']['language']}`)", x)
+                        + [f"{en} / {n}" if n else "–"])
     mode = "in real time" if cfg.get("realtime") else "as fast as it decodes (latencies not meaningful)"
     return f"""### English under `asr.language=auto` (`specvoice bench conversation`)
 
@@ -1719,9 +1714,7 @@ its own audio. The last column counts the utterances identified as English.
 
 {produced_by("language_english.json")}
 
-{table(["", "compute ÷ audio", "final p50 / p90", "final WER vs text (− offline greedy)",
-        "final WER vs beam 5 (− offline greedy)", "revised vs text", "revised vs beam 5",
-        "utterances identified as English"], rows)}"""
+{table(CONV_HEAD + ["utterances identified as English"], rows)}"""
 
 
 def _conversation_speed(d: dict) -> str:
