@@ -606,7 +606,8 @@ class StreamingTranscriber:
         self.emit(FinalTranscript(rec.index, rec.text, tuple(proc.committed), rec.t_start, rec.t_end or proc.audio_end,
                                   rec.final_wall, language=proc.language))
         if self.session_language is not None:
-            self.session_language.end_utterance(proc.language or None, proc.language_probs)
+            self.session_language.end_utterance(proc.language or None, proc.language_probs,
+                                                proc.language_whisper_probs)
         if self.second is not None:
             with self._rev:
                 self.second.add(SpokenUtterance(rec.index, rec.t_start, rec.t_end or proc.audio_end,

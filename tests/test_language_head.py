@@ -14,6 +14,7 @@ from .conftest import ROOT
 
 MIXED = ROOT / "tests" / "data" / "lang_en_fr_okay_de.flac"  # en, fr, a short "Okay.", de (espeak-ng)
 GERMAN = ROOT / "tests" / "data" / "de_mit_licence.flac"  # real German read speech
+HESITATION = ROOT / "tests" / "data" / "hesitation_en.flac"  # espeak-ng English, a hesitation pause after "to"
 
 
 # -- fusion --------------------------------------------------------------------------------------------------------
@@ -123,6 +124,23 @@ def test_the_head_names_the_language_spoken_from_the_decodes_encoder_output(rt, 
     # what the streaming backend identifies with (WhisperSSD.language_for) is this fusion
     lang, probs = m.language_for(sv, None, len(audio) / 16000)
     assert lang == language and probs[0] == pytest.approx(fused[0])
+
+
+def test_english_the_head_hears_as_german_is_decoded_in_english(rt):
+    """A window of espeak-ng English after its hesitation pause that the head, trained on other voices, is sure is
+    German: Whisper's own identification still ranks English first, so an English session does not switch to
+    German (SessionLanguage's veto); a chooser that is not given Whisper's own identification would switch."""
+    from audio.io import load_audio
+    from engine.asr.streaming import SessionLanguage
+
+    audio = load_audio(HESITATION)[6 * 16000: 9 * 16000]
+    m = rt.whisper_ssd()
+    sv = _encode(m, audio)
+    session = SessionLanguage(language="en")
+    lang, probs = m.language_for(sv, session.choose, len(audio) / 16000)
+    assert probs[0][0] == "de" and probs[0][1] >= session.switch_p  # the fused identification alone would switch
+    assert lang == "en"
+    assert m.language_for(sv, lambda p, a: session.choose(p, a), len(audio) / 16000)[0] == "de"
 
 
 def test_the_head_can_be_turned_off(rt):

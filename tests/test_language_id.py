@@ -54,6 +54,33 @@ def test_an_unsure_window_is_read_with_what_the_session_said():
     assert off.choose([("es", 0.39), ("en", 0.12), ("th", 0.09)], 3.0) == "it"
 
 
+def test_a_language_whisper_itself_ranks_below_the_current_one_is_never_switched_to():
+    """Telephone-band English (identifications as Whisper base and the language-ID head give them on the
+    conversation set's four-voice telephone dialogue): the head is sure of German, Whisper itself still hears English
+    first; the utterance and the session stay English. Where Whisper also prefers the new language it switches."""
+    fused = [("de", 0.994), ("en", 0.004), ("nl", 0.001)]
+    own = [("en", 0.47), ("th", 0.29), ("de", 0.05)]
+    s = SessionLanguage(language="en")
+    assert s.choose(fused, 3.0) == "de"  # without Whisper's own identification: the plain rule
+    assert s.choose(fused, 3.0, whisper_probs=own) == "en"
+    assert s.choose(fused, 3.0, whisper_probs=[("de", 0.4), ("en", 0.3)]) == "de"
+    assert s.choose(fused, 3.0, whisper_probs=[("th", 0.4), ("de", 0.3), ("en", 0.2)]) == "de"  # de above en
+    # the evidence rule is vetoed the same way: a French session, a window unsure between Japanese and French
+    ev = SessionLanguage(language="it")
+    ev.end_utterance("it", [("it", 0.43), ("es", 0.43), ("la", 0.05)])
+    window = [("es", 0.39), ("en", 0.12), ("th", 0.09)]
+    assert ev.choose(window, 3.0, whisper_probs=[("es", 0.3), ("it", 0.2)]) == "es"
+    assert ev.choose(window, 3.0, whisper_probs=[("it", 0.3), ("es", 0.2)]) == "it"
+    # two utterances that agree on a language Whisper ranks below the session's do not move the session
+    agree = SessionLanguage(language="en")
+    for _ in range(3):
+        agree.end_utterance("en", fused, own)
+    assert agree.language == "en"
+    for _ in range(2):
+        agree.end_utterance("en", fused, [("de", 0.5), ("en", 0.4)])
+    assert agree.language == "de"
+
+
 def test_an_utterances_windows_are_pooled_by_a_weighted_geometric_mean():
     pooled = pool_identifications([(1.0, [("fr", 0.6), ("ja", 0.3), ("es", 0.1)]),
                                    (3.0, [("ja", 0.45), ("fr", 0.4), ("es", 0.15)])])
@@ -88,6 +115,14 @@ def test_each_decode_is_given_its_utterances_identification_so_far():
     choice(first, 1.6)
     choice(last, 1.6)  # the same audio decoded again
     assert choice.pooled == [(c, pytest.approx(p)) for c, p in last]
+    # Whisper's own identification is pooled beside the fused one, and vetoes a switch it does not back
+    proc = types.SimpleNamespace(session_language=SessionLanguage(language="en"), language="en")
+    choice = _LanguageChoice(proc)
+    sure_de = [("de", 0.95), ("en", 0.05)]
+    assert choice(sure_de, 2.0, whisper_probs=[("en", 0.6), ("de", 0.4)]) == "en"
+    assert choice(sure_de, 3.0, whisper_probs=[("de", 0.9), ("en", 0.1)]) == "de"
+    q = (0.4 ** 2 * 0.9 ** 3) ** 0.2, (0.6 ** 2 * 0.1 ** 3) ** 0.2
+    assert choice.pooled_whisper == [("de", pytest.approx(q[0] / sum(q))), ("en", pytest.approx(q[1] / sum(q)))]
 
 
 def test_named_languages_restrict_every_identification():

@@ -32,7 +32,7 @@ from engine.core import verify as V
 from engine.asr.whisper_ct2 import CT2WhisperDecoder
 from engine.asr.ctc_draft import CTCDraft
 from engine.core.events import Word
-from engine.asr.streaming import SAMPLE_RATE, BackendResult, DecodeAbandoned, _key
+from engine.asr.streaming import SAMPLE_RATE, BackendResult, DecodeAbandoned, _key, _takes
 from engine.asr.tokenizer import repair_model_tokenizer
 from engine.asr.window import DecodeGuard, WindowPolicy, log_mel, skipped_regions, split_point
 
@@ -346,8 +346,10 @@ class WhisperSSD:
     def language_for(self, sv, language, audio_s: float) -> tuple[str | None, list[tuple[str, float]] | None]:
         """The language to decode a window in: ``language`` None = this model's (a multilingual model set to "auto"
         identifies it on ``sv``, the window's encoder output, and takes the most probable); a code = that one; a
-        callable ``choose(probs, audio_s) -> code`` = identification on ``sv``
-        (:func:`engine.asr.whisper_ct2.detect_language`) and the caller's choice (engine.asr.streaming.SessionLanguage).
+        callable ``choose(probs, audio_s[, whisper_probs]) -> code`` = identification on ``sv``
+        (:func:`engine.asr.language_head.identify_with_whisper`: ``probs`` fused with the language-ID head,
+        ``whisper_probs`` Whisper's own, passed where the callable takes it) and the caller's choice
+        (engine.asr.streaming.SessionLanguage).
         Returns (code or None for an English-only model, the identified (code, probability) pairs best first, or None
         when nothing was identified)."""
         if not self.fw.model.is_multilingual:
@@ -356,10 +358,14 @@ class WhisperSSD:
             return language, None
         if language is None and self.language != "auto":
             return self.language, None
-        from engine.asr.language_head import identify
+        from engine.asr.language_head import identify_with_whisper
 
-        probs = identify(self.fw.model, sv, int(round(audio_s * SAMPLE_RATE)), self.lid_head, self.lid_head_weight)
-        return (probs[0][0] if language is None else language(probs, audio_s)), probs
+        probs, own = identify_with_whisper(self.fw.model, sv, int(round(audio_s * SAMPLE_RATE)), self.lid_head,
+                                           self.lid_head_weight)
+        if language is None:
+            return probs[0][0], probs
+        return (language(probs, audio_s, whisper_probs=own) if _takes(language, "whisper_probs")
+                else language(probs, audio_s)), probs
 
     @staticmethod
     def prompt_fits(language, lang: str | None) -> bool:
@@ -568,9 +574,10 @@ class SSDCT2Backend:
         """Decode ``audio`` (float32 16 kHz, any length) after the text ``prompt`` (``beam_size``: this decode's
         beam width for plain AR, default ``self.beam_size``; ``draft``: see :meth:`transcribe_final`, no CTC
         draft then; ``language``: None = the model's ``asr.language``, an ISO 639-1 code, or a callable
-        ``choose(probs, audio_s) -> code`` that picks it from the language identified on this window's encoder
-        output (:meth:`WhisperSSD.language_for`); every re-decode of the window keeps the language picked, and a
-        window not in English is never drafted by the CTC head, which was trained on English). ``prefix``: the text
+        ``choose(probs, audio_s[, whisper_probs]) -> code`` that picks it from the language identified on this
+        window's encoder output (:meth:`WhisperSSD.language_for`); every re-decode of the window keeps the language
+        picked, and a window not in English is never drafted by the CTC head, which was trained on English).
+        ``prefix``: the text
         of the words the audio begins with (an earlier utterance kept as acoustic context), forced as the decoder's
         first text tokens, as in one long-form window where Whisper has already written them: the decode continues
         after them, its words are only the new ones, and no word of the context is decoded again.

@@ -165,9 +165,20 @@ def identify(model, encoder_output, n_samples: int, head: LanguageIdHead | None 
     Returns:
         (code, probability) pairs over Whisper's languages, most probable first.
     """
+    return identify_with_whisper(model, encoder_output, n_samples, head, weight)[0]
+
+
+def identify_with_whisper(model, encoder_output, n_samples: int, head: LanguageIdHead | None = None,
+                          weight: float = 1.0) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """:func:`identify`'s fused identification and, beside it, Whisper's own that went into it (the same list when
+    no head is fused). Arguments as :func:`identify`.
+
+    Returns:
+        (fused, Whisper's own): each (code, probability) pairs over Whisper's languages, most probable first.
+    """
     from engine.asr.whisper_ct2 import detect_language
 
     probs = detect_language(model, encoder_output)
     if head is None or weight <= 0 or encoder_output.shape[-1] != head.d_model:
-        return probs
-    return fuse(probs, head.probs(encoder_output, n_samples), weight)
+        return probs, probs
+    return fuse(probs, head.probs(encoder_output, n_samples), weight), probs

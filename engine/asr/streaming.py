@@ -281,6 +281,9 @@ class SessionLanguage:
     * the session has no language yet (its first utterance): the most probable language on this window (each
       longer window of the utterance decides anew);
     * the most probable language is ``current``: ``current``;
+    * a language that Whisper's own identification (``whisper_probs``, without the language-ID head) ranks below
+      ``current`` is never switched to: the head, trained on clean speech, can be sure of a wrong language on
+      noisy or telephone-band speech that Whisper itself, unsure, still hears as ``current``;
     * another language, with probability ≥ ``switch_p`` (or ≥ 0.5 while ``current`` has < 0.05: the speech is
       surely not in it) on a window of at least ``switch_min_s`` seconds of audio: that language (the utterance
       switches);
@@ -302,7 +305,8 @@ class SessionLanguage:
 
     At the end of an utterance (:meth:`end_utterance`) the session takes the utterance's language; and a language
     that was the most probable (p ≥ ``agree_p``) at the end of two consecutive utterances without passing the
-    switch rule becomes the session's too ("two utterances agree"). Used from the ASR thread only.
+    switch rule, and that Whisper's own identification ranks above the session's, becomes the session's too ("two
+    utterances agree"). Used from the ASR thread only.
 
     Args:
         switch_p: probability a language needs to switch an utterance away from the session's (0–1).
@@ -349,9 +353,20 @@ class SessionLanguage:
             return [(self.languages[0], 1.0)]
         return sorted(((c, p / total) for c, p in kept), key=lambda x: -x[1])
 
-    def choose(self, probs: Sequence[tuple[str, float]], audio_s: float, current: str | None = None) -> str:
+    def _backed(self, code: str, current: str, whisper_probs: Sequence[tuple[str, float]] | None) -> bool:
+        """Whether Whisper's own identification ``whisper_probs`` ranks ``code`` above ``current`` (True without
+        one)."""
+        if not whisper_probs:
+            return True
+        own = dict(self.restrict(whisper_probs))
+        return own.get(code, 0.0) > own.get(current, 0.0)
+
+    def choose(self, probs: Sequence[tuple[str, float]], audio_s: float, current: str | None = None,
+               whisper_probs: Sequence[tuple[str, float]] | None = None) -> str:
         """The language to decode a window of ``audio_s`` seconds in, given the identified ``probs`` ((code,
-        probability) pairs, most probable first) and the utterance's ``current`` language (default the session's)."""
+        probability) pairs, most probable first; Whisper's fused with the language-ID head), Whisper's own
+        identification ``whisper_probs`` (the same form; None = not known, no veto) and the utterance's ``current``
+        language (default the session's)."""
         probs = self.restrict(probs)
         top, p = probs[0]
         # before the session has a language, each (longer) window of its first utterance decides anew: the first
@@ -359,8 +374,8 @@ class SessionLanguage:
         if self.language is None or top == (current or self.language):
             return top
         current = current or self.language
-        if audio_s >= self.switch_min_s and (p >= self.switch_p
-                                             or (p >= 0.5 and dict(probs).get(current, 0.0) < 0.05)):
+        if (audio_s >= self.switch_min_s and self._backed(top, current, whisper_probs)
+                and (p >= self.switch_p or (p >= 0.5 and dict(probs).get(current, 0.0) < 0.05))):
             return top
         if self._evidence and self.memory > 0 and audio_s >= self.switch_min_s:
             logs, rest = self._log_probs(probs)
@@ -370,11 +385,13 @@ class SessionLanguage:
                 return self.memory * self._evidence.get(code, self._evidence_rest) + logs.get(code, rest)
 
             best = max(candidates, key=score)
-            return current if score(best) <= score(current) else best
+            return best if score(best) > score(current) and self._backed(best, current, whisper_probs) else current
         return current
 
-    def end_utterance(self, language: str | None, probs: Sequence[tuple[str, float]] | None = None) -> None:
-        """An utterance was decoded in ``language`` (its final decode), whose latest identification gave ``probs``."""
+    def end_utterance(self, language: str | None, probs: Sequence[tuple[str, float]] | None = None,
+                      whisper_probs: Sequence[tuple[str, float]] | None = None) -> None:
+        """An utterance was decoded in ``language`` (its final decode), whose latest identification gave ``probs``
+        (Whisper's own: ``whisper_probs``, or None)."""
         probs = self.restrict(probs) if probs else probs
         if language:
             self.language = language
@@ -384,7 +401,8 @@ class SessionLanguage:
                               for code in set(self._evidence) | set(logs)}
             self._evidence_rest = self.memory * self._evidence_rest + rest
         top = probs[0] if probs else None
-        if top is not None and top[0] != self.language and top[1] >= self.agree_p:
+        if (top is not None and top[0] != self.language and top[1] >= self.agree_p
+                and (self.language is None or self._backed(top[0], self.language, whisper_probs))):
             if self._candidate == top[0]:
                 self.language, self._candidate = top[0], None
             else:
@@ -479,18 +497,27 @@ class _LanguageChoice:
     def __init__(self, proc: "OnlineASRProcessor"):
         self.proc = proc
         self.prompt_language = proc.session_language.language if proc.session_language is not None else None
-        self._windows: dict[float, tuple[float, list]] = {}  # audio seconds → that window's identification
+        # audio seconds → (seconds, that window's identification, Whisper's own or None)
+        self._windows: dict[float, tuple[float, list, list | None]] = {}
         #: the utterance's identification so far (:func:`pool_identifications`), or None without pooling
         self.pooled: list[tuple[str, float]] | None = None
+        #: the same of Whisper's own identification (without the language-ID head), or None
+        self.pooled_whisper: list[tuple[str, float]] | None = None
 
-    def __call__(self, probs: Sequence[tuple[str, float]], audio_s: float) -> str:
+    def __call__(self, probs: Sequence[tuple[str, float]], audio_s: float,
+                 whisper_probs: Sequence[tuple[str, float]] | None = None) -> str:
         session = self.proc.session_language
         if session.pool and probs:
             # a window decoded again (the same audio) replaces its earlier identification: the same audio twice
             # is not twice the evidence
-            self._windows[round(float(audio_s), 2)] = (float(audio_s), list(probs))
-            probs = self.pooled = pool_identifications(list(self._windows.values()))
-        return session.choose(probs, audio_s, self.proc.language or None)
+            self._windows[round(float(audio_s), 2)] = (float(audio_s), list(probs),
+                                                       list(whisper_probs) if whisper_probs else None)
+            probs = self.pooled = pool_identifications([(a, p) for a, p, _ in self._windows.values()])
+            owns = [(a, w) for a, _, w in self._windows.values() if w]
+            whisper_probs = self.pooled_whisper = pool_identifications(owns) if owns else None
+        else:
+            self.pooled_whisper = list(whisper_probs) if whisper_probs else None
+        return session.choose(probs, audio_s, self.proc.language or None, whisper_probs=whisper_probs)
 
 
 @dataclass
@@ -567,6 +594,7 @@ class OnlineASRProcessor:
         self.language: str = (session_language.language if session_language is not None else
                               fixed if isinstance(fixed, str) and fixed != "auto" else None) or ""
         self.language_probs: list | None = None  # the latest identification: (code, probability) pairs
+        self.language_whisper_probs: list | None = None  # the same of Whisper's own (without the language-ID head)
         self._choose_language = _LanguageChoice(self)
         self.final_full = final_full
         self.trim_latest = trim_latest
@@ -716,6 +744,8 @@ class OnlineASRProcessor:
             # the session's evidence at the end of the utterance is the utterance's identification, pooled or not
             self.language_probs = ([(c, round(p, 3)) for c, p in pooled[:3]] if pooled else
                                    res.stats.get("language_probs") or self.language_probs)
+            if "language" in kw:
+                self.language_whisper_probs = self._choose_language.pooled_whisper
         return res
 
     # -- decodes of the whole utterance (final_full) --------------------------------------------------------------
