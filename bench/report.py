@@ -1708,7 +1708,8 @@ def section_language_english(r: Results) -> str:
 
 The English corpora of the conversation benchmark (the generated conversation and the English real recordings),
 transcribed with the language fixed (`asr.language=en`, the default) and with each utterance's language identified
-(`asr.language=auto`), side by side in one run, played {mode} (started {cfg["started"]}). Under `auto` the previous
+(`asr.language=auto`), side by side in one run, played {mode} (started {cfg["started"]}) on
+{cfg["machine"]["cpu_count"]} cores ({cfg["machine"]["cpu_model"]}).{_conversation_speed(d)} Under `auto` the previous
 utterance's audio is not kept as acoustic context (`asr.context_gap_s`): each utterance's language is identified on
 its own audio. The last column counts the utterances identified as English.
 
