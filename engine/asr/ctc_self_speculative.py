@@ -577,10 +577,10 @@ class SSDCT2Backend:
         ``choose(probs, audio_s[, whisper_probs]) -> code`` that picks it from the language identified on this
         window's encoder output (:meth:`WhisperSSD.language_for`); every re-decode of the window keeps the language
         picked, and a window not in English is never drafted by the CTC head, which was trained on English).
-        ``prefix``: the text
-        of the words the audio begins with (an earlier utterance kept as acoustic context), forced as the decoder's
-        first text tokens, as in one long-form window where Whisper has already written them: the decode continues
-        after them, its words are only the new ones, and no word of the context is decoded again.
+        ``prefix``: the text of the words the audio begins with (an earlier utterance kept as acoustic context),
+        forced as the decoder's first text tokens, as in one long-form window where Whisper has already written
+        them: the decode continues after them, its words are only the new ones, and no word of the context is
+        decoded again.
         ``padded_retry``: False = a decode that fails the guards is not redone on the padded window (a streaming
         update's partial, replaced by the next update); the prompt reset still applies, on the scaled window.
         ``abandon``: a callable checked once the encoder pass is done (audio up to one window long): True raises

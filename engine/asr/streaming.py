@@ -501,7 +501,8 @@ class _LanguageChoice:
         self._windows: dict[float, tuple[float, list, list | None]] = {}
         #: the utterance's identification so far (:func:`pool_identifications`), or None without pooling
         self.pooled: list[tuple[str, float]] | None = None
-        #: the same of Whisper's own identification (without the language-ID head), or None
+        #: the same of Whisper's own identification (without the language-ID head; without pooling the latest
+        #: window's), or None
         self.pooled_whisper: list[tuple[str, float]] | None = None
 
     def __call__(self, probs: Sequence[tuple[str, float]], audio_s: float,
@@ -594,7 +595,6 @@ class OnlineASRProcessor:
         self.language: str = (session_language.language if session_language is not None else
                               fixed if isinstance(fixed, str) and fixed != "auto" else None) or ""
         self.language_probs: list | None = None  # the latest identification: (code, probability) pairs
-        self.language_whisper_probs: list | None = None  # the same of Whisper's own (without the language-ID head)
         self._choose_language = _LanguageChoice(self)
         self.final_full = final_full
         self.trim_latest = trim_latest
@@ -744,9 +744,13 @@ class OnlineASRProcessor:
             # the session's evidence at the end of the utterance is the utterance's identification, pooled or not
             self.language_probs = ([(c, round(p, 3)) for c, p in pooled[:3]] if pooled else
                                    res.stats.get("language_probs") or self.language_probs)
-            if "language" in kw:
-                self.language_whisper_probs = self._choose_language.pooled_whisper
         return res
+
+    @property
+    def language_whisper_probs(self) -> list[tuple[str, float]] | None:
+        """The utterance's identification by Whisper alone (without the language-ID head), as the session's
+        language choice last saw it, or None."""
+        return self._choose_language.pooled_whisper
 
     # -- decodes of the whole utterance (final_full) --------------------------------------------------------------
     def _hypothesis_words(self) -> list[Word]:
