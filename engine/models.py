@@ -239,9 +239,10 @@ def verify_file(path: Path, sha256: str, size: int = 0, *, full: bool = False, p
 
 
 def join_parts(parts: list[Path], out: Path, *, progress: bool = True) -> None:
-    """Concatenate ``parts`` in order into ``out`` atomically (a ``.partial`` file renamed at the end)."""
+    """Concatenate ``parts`` in order into ``out`` atomically (a ``.partial`` file renamed at the end; its name is
+    the process's own, so processes resolving the same model at once each write whole files)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.partial")
     total = sum(p.stat().st_size for p in parts)
     with open(tmp, "wb") as w, tqdm(
         total=total, unit="B", unit_scale=True, desc=f"joining {out.name}", disable=not progress

@@ -133,8 +133,9 @@ def _speed(a: np.ndarray, factor: float) -> np.ndarray:
     return np.interp(np.linspace(0, len(a) - 1, n), np.arange(len(a)), a).astype(np.float32)
 
 
-def _room(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    rt60 = rng.uniform(0.15, 0.5)
+def _room(a: np.ndarray, rng: np.random.Generator, rt60_max: float = 0.5) -> np.ndarray:
+    """``a`` in a synthetic room: exponentially decaying noise response, RT60 0.15 s–``rt60_max`` seconds."""
+    rt60 = rng.uniform(0.15, rt60_max)
     n = int(rt60 * SR)
     t = np.arange(n) / SR
     rir = rng.standard_normal(n) * np.exp(-6.9 * t / rt60)

@@ -1,6 +1,6 @@
 """Train the language-identification head on the frozen Whisper-base encoder, end to end, on a CPU.
 
-    python -m engine.training.lid_head data   # synthesise utterances in 40 languages, encode them (≈ 25 min)
+    python -m engine.training.lid_head data --workers 2  # synthesise utterances in 40 languages, encode them
     python -m engine.training.lid_head train  # train the head on the cached encoder outputs (≈ 12 min)
     python -m engine.training.lid_head validate  # its accuracy on the held-out utterances, card.md
     python -m engine.training.lid_head all
@@ -14,8 +14,9 @@ Data (no multilingual speech corpus exists offline, so it is synthesised):
   * text: words drawn by frequency (Zipf) from the ``wordfreq`` word lists (6–18 words per utterance), so no
     benchmark sentence is ever read; English also from Multi30k train captions;
   * audio: espeak-ng in each language with a random voice variant (every variant espeak-ng ships), rate 120–200 wpm,
-    pitch 20–80; English also the Piper joe voice; speed perturbation 0.9–1.1 on 30 %, a synthetic room response on
-    30 %, white/pink noise at 10–30 dB SNR on 50 % and telephone band (300–3400 Hz, 8 kHz) on 15 % of utterances;
+    pitch 10–90; English also the Piper joe voice; speed perturbation 0.85–1.15 on 30 %, a synthetic room response
+    (RT60 0.15–0.8 s) on 30 %, babble (3–6 voices of random languages at 5–20 dB SNR) on 20 %, telephone band
+    (300–3400 Hz, 8 kHz; half of it 8-bit μ-law) on 20 % and white/pink noise at 10–30 dB SNR on 40 % of utterances;
   * classes: :data:`HEAD_LANGUAGES` (Whisper codes) and ``other`` (:data:`OTHER_LANGUAGES`, so speech in a language
     outside the head's list is not forced onto one in it);
   * features: the CTranslate2 int8 encoder output of the utterance in the streaming ASR's scaled ``WindowPolicy()``
@@ -60,9 +61,10 @@ OTHER_LANGUAGES = {"he": ["he"], "is": ["is"], "lt": ["lt"], "lv": ["lv"], "mk":
                    "sl": ["sl"], "sk": ["sk"], "ta": ["ta"], "ur": ["ur"], "bn": ["bn"], "fa": ["fa"],
                    "ko": ["ko"], "sr": ["sr"]}
 WORDFREQ_CODE = {"no": "nb"}
-PER_HEAD_LANGUAGE = 200
-PER_OTHER_LANGUAGE = 50
-PIPER_ENGLISH = 60
+PER_HEAD_LANGUAGE = 280
+PER_OTHER_LANGUAGE = 60
+PIPER_ENGLISH = 80
+BABBLE_POOL = 48  # utterances of random languages that babble is mixed from (never the utterance's own words)
 
 
 def _variants() -> list[str]:
@@ -86,13 +88,37 @@ def _english_captions() -> list[str]:
         return [s.strip() for s in fh if 20 < len(s.strip()) < 160]
 
 
-def _telephone(a: np.ndarray) -> np.ndarray:
+def _telephone(a: np.ndarray, mu_law: bool = False) -> np.ndarray:
+    """The telephone band (300–3400 Hz at 8 kHz), optionally through 8-bit μ-law (G.711) as a phone line codes it."""
     from audio.io import resample
 
     spec = np.fft.rfft(a)
     f = np.fft.rfftfreq(len(a), 1 / SR)
     spec[(f < 300) | (f > 3400)] = 0  # the telephone band
-    return resample(resample(np.fft.irfft(spec, len(a)).astype(np.float32), SR, 8000), 8000, SR)
+    b = resample(np.fft.irfft(spec, len(a)).astype(np.float32), SR, 8000)
+    if mu_law:
+        peak = np.abs(b).max() + 1e-9
+        y = np.sign(b) * np.log1p(255 * np.abs(b / peak)) / np.log(256)
+        y = np.round(y * 127) / 127
+        b = np.sign(y) * (256 ** np.abs(y) - 1) / 255 * peak
+    return resample(b.astype(np.float32), 8000, SR)
+
+
+def _babble(a: np.ndarray, pool: list[np.ndarray], rng: random.Random) -> np.ndarray:
+    """``a`` under babble: 3–6 utterances of the pool (random languages and voices) at random offsets, summed, at
+    5–20 dB SNR — other people talking in the room, which a language identification must not follow."""
+    b = np.zeros(len(a), np.float32)
+    for _ in range(rng.randint(3, 6)):
+        u = pool[rng.randrange(len(pool))]
+        if len(u) >= len(a):
+            s = rng.randrange(len(u) - len(a) + 1)
+            b += u[s: s + len(a)] / (np.std(u) + 1e-9)
+        else:
+            s = rng.randrange(len(a) - len(u) + 1)
+            b[s: s + len(u)] += u / (np.std(u) + 1e-9)
+    p_sig = np.mean(a[np.abs(a) > 0.01] ** 2) if np.any(np.abs(a) > 0.01) else 1e-4
+    b *= np.sqrt(p_sig / (10 ** (rng.uniform(5, 20) / 10)) / (np.mean(b ** 2) + 1e-12))
+    return (a + b).astype(np.float32)
 
 
 def _espeak(text: str, voice: str, rng: random.Random) -> np.ndarray:
@@ -100,28 +126,86 @@ def _espeak(text: str, voice: str, rng: random.Random) -> np.ndarray:
 
     from audio.io import resample
 
-    cmd = ["espeak-ng", "-v", voice, "-s", str(rng.randint(120, 200)), "-p", str(rng.randint(20, 80)), "--stdout",
+    cmd = ["espeak-ng", "-v", voice, "-s", str(rng.randint(120, 200)), "-p", str(rng.randint(10, 90)), "--stdout",
            text]
     a, rate = sf.read(io.BytesIO(subprocess.run(cmd, capture_output=True, check=True).stdout), dtype="float32")
     return resample(a, rate, SR)
 
 
-def _augment(a: np.ndarray, rng: random.Random, nrng: np.random.Generator) -> np.ndarray:
+def _augment(a: np.ndarray, rng: random.Random, nrng: np.random.Generator,
+             babble: list[np.ndarray] | None = None) -> np.ndarray:
     if rng.random() < 0.3:
-        a = _speed(a, rng.uniform(0.9, 1.1))
+        a = _speed(a, rng.uniform(0.85, 1.15))
     if rng.random() < 0.3:
-        a = _room(a, nrng)
-    if rng.random() < 0.15:
-        a = _telephone(a)
-    if rng.random() < 0.5:
+        a = _room(a, nrng, rt60_max=0.8)
+    if babble and rng.random() < 0.2:
+        a = _babble(a, babble, rng)
+    if rng.random() < 0.2:
+        a = _telephone(a, mu_law=rng.random() < 0.5)
+    if rng.random() < 0.4:
         a = _noise(a, nrng)
     pad = np.zeros(int(rng.uniform(0.05, 0.5) * SR), np.float32)
     a = np.concatenate([pad, a, pad[: len(pad) // 2]])
     return (a / (np.abs(a).max() + 1e-9) * rng.uniform(0.2, 0.9)).astype(np.float32)
 
 
-def make_data(seed: int = 0) -> None:
-    """Synthesise, augment and encode every utterance into CACHE/{code}.npz (resumable per language)."""
+def _babble_pool(seed: int, variants: list[str]) -> list[np.ndarray]:
+    """:data:`BABBLE_POOL` utterances in random languages (head and other), random voices: what babble is mixed from."""
+    rng = random.Random(f"{seed}-babble")
+    codes = list(HEAD_LANGUAGES) + list(OTHER_LANGUAGES)
+    pool = []
+    while len(pool) < BABBLE_POOL:
+        code = rng.choice(codes)
+        words, freq = _words(code, 1000)
+        text = " ".join(np.random.default_rng([seed, len(pool)]).choice(words, size=14, p=freq))
+        voice = rng.choice({**HEAD_LANGUAGES, **OTHER_LANGUAGES}[code])
+        if rng.random() < 0.6:
+            voice += "+" + rng.choice(variants)
+        try:
+            pool.append(_espeak(text, voice, rng))
+        except subprocess.CalledProcessError:
+            continue
+    return pool
+
+
+def _claim(path: Path) -> bool:
+    """Whether this process may make ``path`` (not made, and no other worker is making it: ``path``.lock)."""
+    if path.exists():
+        return False
+    try:
+        os.close(os.open(str(path) + ".lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    if path.exists():  # made, and its lock removed, between the two checks
+        os.remove(str(path) + ".lock")
+        return False
+    return True
+
+
+def make_data(seed: int = 0, workers: int = 1) -> None:
+    """Synthesise, augment and encode every utterance into CACHE/{code}.npz (resumable per language), in ``workers``
+    processes: each language is made by the worker that claims it first ({code}.npz.lock while it is made; the locks
+    of an earlier run that stopped midway are removed first). Every language is seeded on its own, so the data do not
+    depend on the number of workers."""
+    import multiprocessing
+
+    from engine.config import load_config
+    from engine.models import resolve
+
+    resolve("asr_target", load_config())  # joined and checked once, before the workers load it
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for stale in [*CACHE.glob("*.lock"), *CACHE.glob("*.part.npz")]:  # a run that stopped midway
+        stale.unlink()
+    procs = [multiprocessing.Process(target=_make_data, args=(seed,)) for _ in range(max(1, workers))]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    if any(p.exitcode for p in procs):
+        raise RuntimeError(f"a data worker failed (exit codes {[p.exitcode for p in procs]})")
+
+
+def _make_data(seed: int) -> None:
     from engine.asr.language_head import FRAME_SAMPLES
     from engine.asr.whisper_ct2 import detect_language
     from engine.training.ctc_head import Labeler, Synth
@@ -131,11 +215,12 @@ def make_data(seed: int = 0) -> None:
     lab = Labeler()
     piper = Synth() if PIPER_ENGLISH else None
     captions = _english_captions()
+    babble = _babble_pool(seed, variants)
     plan = [(c, v, PER_HEAD_LANGUAGE) for c, v in HEAD_LANGUAGES.items()]
     plan += [(c, v, PER_OTHER_LANGUAGE) for c, v in OTHER_LANGUAGES.items()]
     for code, voices, n in plan:
         path = CACHE / f"{code}.npz"
-        if path.exists():
+        if not _claim(path):
             continue
         t0 = time.time()
         rng = random.Random(f"{seed}-{code}")
@@ -157,7 +242,7 @@ def make_data(seed: int = 0) -> None:
                 continue
             if len(a) < 1.0 * SR:
                 continue
-            a = _augment(a[: int(12 * SR)], rng, nrng)
+            a = _augment(a[: int(12 * SR)], rng, nrng, babble)
             pad = rng.random() < 0.15
             enc = lab.encode(a, 3000 if pad else None)
             feats.append(np.asarray(enc)[0, : int(np.ceil(len(a) / FRAME_SAMPLES))].astype(np.float16))
@@ -165,8 +250,11 @@ def make_data(seed: int = 0) -> None:
             padded.append(pad)
             top = detect_language(lab.model.model, enc)[:8]
             whisper_top.append(json.dumps([(c, round(p, 4)) for c, p in top]))
-        np.savez_compressed(path, feats=np.array(feats, dtype=object), secs=np.array(lens), padded=np.array(padded),
+        tmp = path.with_suffix(".part.npz")
+        np.savez_compressed(tmp, feats=np.array(feats, dtype=object), secs=np.array(lens), padded=np.array(padded),
                             whisper=np.array(whisper_top))
+        tmp.replace(path)  # a worker stopped midway leaves no half-written language
+        os.remove(str(path) + ".lock")
         print(f"{code}: {len(feats)} utterances, {sum(lens) / 60:.1f} min, {time.time() - t0:.0f} s", flush=True)
 
 
@@ -379,9 +467,10 @@ seeded, on a CPU.
 * **Data**: {info['train_utterances']} synthesised utterances for training, {info['val_utterances']} held out
   (every tenth of each language). Text: words drawn by frequency from the `wordfreq` 3.1.1 word lists (6–18 words;
   no benchmark sentence), English also Multi30k train captions. Speech: espeak-ng 1.51 in each language with a random
-  voice variant (80 %), rate 120–200 wpm, pitch 20–80; English also the Piper voice `en_US-joe-medium`. Speed
-  perturbation on 30 %, a synthetic room response on 30 %, white/pink noise at 10–30 dB SNR on 50 %, telephone band
-  on 15 %. 85 % encoded in the streaming ASR's length-scaled window, 15 % in the padded 30 s window.
+  voice variant (80 %), rate 120–200 wpm, pitch 10–90; English also the Piper voice `en_US-joe-medium`. Speed
+  perturbation 0.85–1.15 on 30 %, a synthetic room response (RT60 0.15–0.8 s) on 30 %, babble (3–6 voices of random
+  languages at 5–20 dB SNR) on 20 %, telephone band (half of it 8-bit μ-law) on 20 %, white/pink noise at 10–30 dB
+  SNR on 40 %. 85 % encoded in the streaming ASR's length-scaled window, 15 % in the padded 30 s window.
 * **Training**: cross-entropy with class weights and label smoothing 0.05, AdamW (one-cycle, max lr {info['lr']}),
   {st['epochs']} (`stats`) and {fr['epochs']} (`frames`) epochs of whole utterances and random prefixes ≥ 1 s (a
   growing streaming window), cropped to 8 s; {secs} on {info['threads']} CPU thread(s).
@@ -405,11 +494,13 @@ Licences: wordfreq data CC BY-SA 4.0 (text only, not shipped), espeak-ng GPL-3.0
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine.training.lid_head", description=__doc__.split("\n")[0])
     ap.add_argument("stage", choices=["data", "train", "validate", "all"])
+    ap.add_argument("--workers", type=int, default=THREADS, help="data: processes synthesising and encoding "
+                    "(default SPECVOICE_TRAIN_THREADS)")
     a = ap.parse_args(argv)
     if not shutil.which("espeak-ng"):
         raise SystemExit("espeak-ng is not installed (apt install espeak-ng)")
     if a.stage in ("data", "all"):
-        make_data()
+        make_data(workers=a.workers)
     if a.stage in ("train", "all"):
         train()
     if a.stage == "validate":
