@@ -1,7 +1,7 @@
 """Train the language-identification head on the frozen Whisper-base encoder, end to end, on a CPU.
 
-    python -m engine.training.lid_head data --workers 2  # synthesise utterances in 40 languages, encode them
-    python -m engine.training.lid_head train  # train the head on the cached encoder outputs (≈ 12 min)
+    python -m engine.training.lid_head data --workers 2  # synthesise and encode 40 languages (≈ 22 min)
+    python -m engine.training.lid_head train  # train the head on the cached encoder outputs (≈ 18 min, 2 threads)
     python -m engine.training.lid_head validate  # its accuracy on the held-out utterances, card.md
     python -m engine.training.lid_head all
 
