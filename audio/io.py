@@ -110,6 +110,15 @@ def resample(audio: np.ndarray, in_rate: int, out_rate: int = SAMPLE_RATE) -> np
     return np.concatenate([out, r.flush()])
 
 
+def mu_law(a: np.ndarray, mu: int = 255) -> np.ndarray:
+    """8-bit μ-law (G.711-style) encode and decode: float samples in [-1, 1] (clipped), shape (n,), → float32 (n,) on
+    256 levels, what a telephone line's codec leaves of them."""
+    x = np.clip(a, -1.0, 1.0)
+    y = np.sign(x) * np.log1p(mu * np.abs(x)) / np.log1p(mu)
+    q = np.round((y + 1) / 2 * mu) / mu * 2 - 1  # 256 levels
+    return (np.sign(q) * np.expm1(np.abs(q) * np.log1p(mu)) / mu).astype(np.float32)
+
+
 def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int) -> Path:
     """Write float32 (n,) samples as 16-bit PCM WAV (soundfile); returns the path."""
     import soundfile as sf

@@ -215,17 +215,9 @@ def band_pass(a: np.ndarray, lo: float, hi: float, rate: int, edge: float = 60.0
     return np.fft.irfft(np.fft.rfft(a) * g, n).astype(np.float32)
 
 
-def mu_law(a: np.ndarray, mu: int = 255) -> np.ndarray:
-    """8-bit μ-law (G.711-style) encode and decode of samples in [-1, 1]."""
-    x = np.clip(a, -1.0, 1.0)
-    y = np.sign(x) * np.log1p(mu * np.abs(x)) / np.log1p(mu)
-    q = np.round((y + 1) / 2 * mu) / mu * 2 - 1  # 256 levels
-    return (np.sign(q) * np.expm1(np.abs(q) * np.log1p(mu)) / mu).astype(np.float32)
-
-
 def telephone(a: np.ndarray) -> np.ndarray:
     """Telephone band: 300–3400 Hz, 8 kHz, μ-law, back to 16 kHz."""
-    from audio.io import resample
+    from audio.io import mu_law, resample
 
     x = band_pass(a, *TELEPHONE_BAND_HZ, rate=SR)
     x8 = resample(x / (np.abs(x).max() + 1e-9) * 0.9, SR, 8000)

@@ -90,7 +90,7 @@ def _english_captions() -> list[str]:
 
 def _telephone(a: np.ndarray, mu_law: bool = False) -> np.ndarray:
     """The telephone band (300–3400 Hz at 8 kHz), optionally through 8-bit μ-law (G.711) as a phone line codes it."""
-    from audio.io import resample
+    from audio.io import mu_law as coded, resample
 
     spec = np.fft.rfft(a)
     f = np.fft.rfftfreq(len(a), 1 / SR)
@@ -98,9 +98,7 @@ def _telephone(a: np.ndarray, mu_law: bool = False) -> np.ndarray:
     b = resample(np.fft.irfft(spec, len(a)).astype(np.float32), SR, 8000)
     if mu_law:
         peak = np.abs(b).max() + 1e-9
-        y = np.sign(b) * np.log1p(255 * np.abs(b / peak)) / np.log(256)
-        y = np.round(y * 127) / 127
-        b = np.sign(y) * (256 ** np.abs(y) - 1) / 255 * peak
+        b = coded(b / peak) * peak
     return resample(b.astype(np.float32), 8000, SR)
 
 
@@ -196,7 +194,8 @@ def make_data(seed: int = 0, workers: int = 1) -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     for stale in [*CACHE.glob("*.lock"), *CACHE.glob("*.part.npz")]:  # a run that stopped midway
         stale.unlink()
-    procs = [multiprocessing.Process(target=_make_data, args=(seed,)) for _ in range(max(1, workers))]
+    babble = _babble_pool(seed, _variants())  # made once, shared by the workers
+    procs = [multiprocessing.Process(target=_make_data, args=(seed, babble)) for _ in range(max(1, workers))]
     for p in procs:
         p.start()
     for p in procs:
@@ -205,17 +204,15 @@ def make_data(seed: int = 0, workers: int = 1) -> None:
         raise RuntimeError(f"a data worker failed (exit codes {[p.exitcode for p in procs]})")
 
 
-def _make_data(seed: int) -> None:
+def _make_data(seed: int, babble: list[np.ndarray]) -> None:
     from engine.asr.language_head import FRAME_SAMPLES
     from engine.asr.whisper_ct2 import detect_language
     from engine.training.ctc_head import Labeler, Synth
 
-    CACHE.mkdir(parents=True, exist_ok=True)
     variants = _variants()
     lab = Labeler()
     piper = Synth() if PIPER_ENGLISH else None
     captions = _english_captions()
-    babble = _babble_pool(seed, variants)
     plan = [(c, v, PER_HEAD_LANGUAGE) for c, v in HEAD_LANGUAGES.items()]
     plan += [(c, v, PER_OTHER_LANGUAGE) for c, v in OTHER_LANGUAGES.items()]
     for code, voices, n in plan:
