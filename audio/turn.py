@@ -9,6 +9,11 @@ float audio, keep the last 8 s (128 000 samples) or left-pad with zeros to 8 s, 
 
 The features come from ``transformers.WhisperFeatureExtractor`` (pipecat vendors a numpy copy of the same
 computation; the two agree to ≈ 1e-6).
+
+The model's matrix products are dynamically quantised (uint8 activations × int8 weights). On x86-64 CPUs without
+VNNI, onnxruntime's default U8S8 kernel sums pairs of products in saturating 16-bit registers (``vpmaddubsw``), so
+the same audio gets a different probability than on a VNNI CPU, enough to flip a decision near the threshold; there
+the session uses the exact U8U8 kernel (``session.x64quantprecision``, onnxruntime's documented remedy) instead.
 """
 
 from __future__ import annotations
@@ -22,6 +27,28 @@ WINDOW_S = 8  # seconds of context the model reads
 MODEL_PATH = Path(__file__).resolve().parent.parent / "assets" / "smart_turn" / "smart-turn-v3.2-cpu.onnx"
 
 
+def int8_gemm_saturates(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
+    """Whether onnxruntime's default uint8 × int8 matrix product can saturate on this CPU: an x86-64 CPU without
+    VNNI (``avx512_vnni`` / ``avx_vnni`` absent from its flags). Other architectures (Arm's dot-product kernels do
+    not saturate) give False; an x86-64 CPU whose flags cannot be read gives True (the exact kernel is the safe
+    choice)."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64", "x64", "i386", "i686", "x86"):
+        return False
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return True
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+    if not flags:
+        return True
+    return not ({"avx512_vnni", "avx_vnni"} & flags)
+
+
 class TurnDetector:
     """Smart Turn v3.2 over onnxruntime.
 
@@ -29,12 +56,15 @@ class TurnDetector:
         model_path: the ONNX file (default: assets/smart_turn/smart-turn-v3.2-cpu.onnx).
         threshold: probability at or above which :meth:`is_complete` says the turn is complete.
         threads: onnxruntime intra-op threads.
+        exact_int8: use onnxruntime's exact U8U8 kernel for the quantised products; None (default) = where
+            :func:`int8_gemm_saturates` says the default kernel saturates (kept as ``self.exact_int8``).
 
     Raises:
         FileNotFoundError: the model file is missing.
     """
 
-    def __init__(self, model_path: str | Path | None = None, threshold: float = 0.5, threads: int = 1):
+    def __init__(self, model_path: str | Path | None = None, threshold: float = 0.5, threads: int = 1,
+                 exact_int8: bool | None = None):
         import onnxruntime as ort
         from transformers import WhisperFeatureExtractor
 
@@ -46,6 +76,9 @@ class TurnDetector:
         so.inter_op_num_threads = 1
         so.intra_op_num_threads = threads
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.exact_int8 = int8_gemm_saturates() if exact_int8 is None else bool(exact_int8)
+        if self.exact_int8:
+            so.add_session_config_entry("session.x64quantprecision", "1")
         self.session = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
         self.fe = WhisperFeatureExtractor(chunk_length=WINDOW_S)
         self.threshold = threshold
