@@ -62,6 +62,15 @@ def run_cli(args, env_extra=None, timeout=600, **kw):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def normalized_wer(ref: str, hyp: str) -> float:
+    """Word error rate of ``hyp`` against ``ref`` after Whisper's English text normaliser."""
+    import jiwer
+    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+    n = EnglishTextNormalizer({})
+    return jiwer.wer(n(ref), n(hyp))
+
+
 def same_or_near_tie(lm, prompt, a, b, tol=0.5):
     """Greedy outputs ``a`` and ``b`` for ``prompt`` are equal, or first differ where the two tokens' logits are within
     ``tol`` (llama.cpp's batched logits differ slightly from one-at-a-time logits, ../shared/MODELS.md).

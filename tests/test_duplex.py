@@ -11,15 +11,6 @@ from audio.vad import StreamingVAD
 SR = 16000
 
 
-def wer(ref: str, hyp: str) -> float:
-    """Word error rate after Whisper's English text normaliser."""
-    import jiwer
-    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
-
-    n = EnglishTextNormalizer({})
-    return jiwer.wer(n(ref), n(hyp))
-
-
 def echo_path(far: np.ndarray, delay_ms: float, gain: float, seed: int = 0) -> np.ndarray:
     """Loudspeaker → microphone: delay, a synthetic room (exponentially decaying noise, RT60 0.3 s), gain, and a
     little microphone noise (−60 dBFS)."""
@@ -201,7 +192,7 @@ def test_smart_turn_end_of_turn_through_the_live_pipeline(jfk_audio):
     from engine.config import load_config
     from engine.core.events import FinalTranscript, TurnDecision
     from engine.runtime import Runtime
-    from tests.conftest import JFK_TEXT
+    from .conftest import JFK_TEXT, normalized_wer
 
     rt = Runtime(load_config(None, None, ["duplex.end_of_turn=smart_turn"]))
     events = []
@@ -212,7 +203,7 @@ def test_smart_turn_end_of_turn_through_the_live_pipeline(jfk_audio):
     assert turns and all(0.0 <= t.p_complete <= 1.0 for t in turns)
     # every word, in order: jfk's long pauses may end a turn mid-sentence (Smart Turn is near its threshold after
     # "ask not"), and a 1.5 s piece decoded on its own may come out "asked not" — one word of 22
-    assert wer(JFK_TEXT, finals) <= 0.1, finals
+    assert normalized_wer(JFK_TEXT, finals) <= 0.1, finals
 
 
 def test_double_talk_path_detects_the_onset_sooner_than_the_vad_alone(runtime, jfk_audio, piper):

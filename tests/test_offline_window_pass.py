@@ -5,14 +5,13 @@ Whisper base on real audio longer than one window."""
 
 import dataclasses
 
-import jiwer
 import numpy as np
 import pytest
 
 from engine.asr.streaming import BackendResult, OfflineWindowPass
 from engine.core.events import FinalTranscript, RevisedTranscript, Word
 
-from .conftest import ROOT
+from .conftest import ROOT, normalized_wer
 from .test_asr_context import U, W
 
 HESITATION = ROOT / "tests" / "data" / "hesitation_en.flac"
@@ -119,13 +118,6 @@ def rt():
     return Runtime(Config(), progress=False)
 
 
-def _norm_wer(ref, hyp):
-    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
-
-    n = EnglishTextNormalizer({})
-    return jiwer.wer(n(ref), n(hyp))
-
-
 def test_the_revised_transcript_of_a_stream_longer_than_one_window_is_the_offline_transcript(rt, jfk_audio,
                                                                                            tmp_path):
     """jfk, a sentence with a hesitation pause and jfk twice more (46 s of speech and pauses) streamed through the
@@ -154,8 +146,8 @@ def test_the_revised_transcript_of_a_stream_longer_than_one_window_is_the_offlin
     segs, _ = model.transcribe(audio, language="en", beam_size=1, temperature=0.0, vad_filter=False,
                                word_timestamps=True)
     offline = " ".join(s.text for s in segs)
-    assert _norm_wer(offline, revised) <= 0.02, (offline, revised)
-    assert _norm_wer(offline, revised) <= _norm_wer(offline, final)
+    assert normalized_wer(offline, revised) <= 0.02, (offline, revised)
+    assert normalized_wer(offline, revised) <= normalized_wer(offline, final)
     revs = [e for e in evs if isinstance(e, RevisedTranscript)]
     finals = {e.utterance: e for e in evs if isinstance(e, FinalTranscript)}
     for ev in revs:  # each revision follows the finals it revises, its words inside its window

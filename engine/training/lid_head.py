@@ -32,6 +32,7 @@ Everything is seeded; CPU threads come from ``SPECVOICE_TRAIN_THREADS`` (default
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import io
 import json
@@ -72,6 +73,7 @@ def _variants() -> list[str]:
     return sorted({line.split()[4].split("/")[-1] for line in out.splitlines()[1:] if len(line.split()) > 4})
 
 
+@functools.lru_cache(maxsize=None)  # the babble pool draws from a language's list many times
 def _words(code: str, n: int = 4000) -> tuple[list[str], np.ndarray]:
     """The ``n`` most frequent words of ``code`` (letters only, ≥ 2 characters) and their frequencies."""
     import wordfreq
@@ -150,13 +152,14 @@ def _augment(a: np.ndarray, rng: random.Random, nrng: np.random.Generator,
 def _babble_pool(seed: int, variants: list[str]) -> list[np.ndarray]:
     """:data:`BABBLE_POOL` utterances in random languages (head and other), random voices: what babble is mixed from."""
     rng = random.Random(f"{seed}-babble")
-    codes = list(HEAD_LANGUAGES) + list(OTHER_LANGUAGES)
+    voices = {**HEAD_LANGUAGES, **OTHER_LANGUAGES}
+    codes = list(voices)
     pool = []
     while len(pool) < BABBLE_POOL:
         code = rng.choice(codes)
         words, freq = _words(code, 1000)
         text = " ".join(np.random.default_rng([seed, len(pool)]).choice(words, size=14, p=freq))
-        voice = rng.choice({**HEAD_LANGUAGES, **OTHER_LANGUAGES}[code])
+        voice = rng.choice(voices[code])
         if rng.random() < 0.6:
             voice += "+" + rng.choice(variants)
         try:
