@@ -1,7 +1,7 @@
-"""Transcript and caption exports (TXT, SRT, VTT) rendered from the session journal (:mod:`app.journal`).
+"""Transcript and caption exports (TXT, SRT, VTT) rendered from the session journal (:mod:`engine.journal`).
 
 All sessions of a journal share one continuous clock (each starts after the previous one ended, see
-:func:`app.journal.session_offsets`), cues never overlap, and files are written as UTF-8. ``session=ID`` renders a
+:func:`engine.journal.session_offsets`), cues never overlap, and files are written as UTF-8. ``session=ID`` renders a
 single session on its own clock (starting at 0) instead.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .journal import Journal, Session, read_journal, session_offsets
+from engine.journal import Journal, Session, read_journal, session_offsets
 
 MIN_CUE_S = 2.0  # duration given to a cue without an end time, seconds
 WHO = {"user": "You", "assistant": "Assistant", "caption": "Caption"}
@@ -32,7 +32,7 @@ class Item:
 
 
 def revised_texts(records: list[dict]) -> dict[tuple[str, int], str]:
-    """The latest revised text of each (session, utterance) from the ``revision`` records (:mod:`app.journal`)."""
+    """The latest revised text of each (session, utterance) from the ``revision`` records (:mod:`engine.journal`)."""
     out: dict[tuple[str, int], str] = {}
     for r in records:
         if r.get("type") != "revision":
@@ -145,7 +145,7 @@ def export(records: list[dict], path: str | Path, session: str | None = None) ->
 
 
 class History:
-    """The GUI's conversation log: a :class:`app.journal.Journal` at ``path`` plus the exports.
+    """The GUI's conversation log: a :class:`engine.journal.Journal` at ``path`` plus the exports.
 
     ``add`` appends (fsynced) to the current session, started on first use; :meth:`end_session` closes it, so
     the next item starts a new session later on the journal's clock.

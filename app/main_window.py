@@ -15,8 +15,8 @@ partial transcript, the end-of-turn decision, the loading bar) have their space 
 The transcript is the best one known: when the engine's second pass revises final transcripts
 (``RevisedTranscript``, arriving as the controller's ``revised`` signal) the shown lines of those utterances take
 the new text, marked "(revised)" with the text before the revision in its tooltip, a line whose words all moved to
-a neighbour is dropped, and the revision is journaled so that the exports show it too; an answer already given is
-left as it is. A final in another language than the session's default (``asr.language``, English when it is
+a neighbour is dropped (the session journaled the revision before it arrived, so the exports show it too); an
+answer already given is left as it is. A final in another language than the session's default (``asr.language``, English when it is
 "auto") is tagged with its ISO 639-1 code ("[fr]"), and the status line names the language the session speaks.
 """
 
@@ -24,105 +24,27 @@ from __future__ import annotations
 
 import functools
 import html
-import math
-import time
 from pathlib import Path
 
-import numpy as np
-from PySide6.QtCore import QPointF, QRectF, QSettings, Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence, QPainter, QPen
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QMainWindow, QMessageBox, QProgressBar, QPushButton, QRadioButton, QSizePolicy,
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from audio.sources import output_devices
-from engine.translate.languages import language_name
+from engine.core.events import AsrMetrics, CaptionMetrics, SpokenAnswerMetrics, TurnMetrics
+from engine.journal import default_journal_path
+from engine.session import FILE_PREFIX, SessionOptions
+from engine.translate.languages import caption_targets, language_code, language_name
 
 from .caption_window import CaptionWindow
-from .controller import FILE_PREFIX, EngineController, SessionOptions
-from .export import History, Item
-from .journal import default_journal_path
+from .controller import EngineController
+from .export import History
+from .metrics_panel import METRICS, LatencyPlot, answer_speculation_text, turn_text
 from .settings import SettingsDialog, base_settings, load_settings
 
 DEFAULT_LANGUAGE = "en"  # a final in this language needs no tag when asr.language is "auto"
-
-
-class LatencyPlot(QWidget):
-    """Seconds from the end of your speech to the first spoken answer, one point per answered turn, over every
-    session of this window (turn number on x, seconds on y, both axes labelled; the latest 50 turns)."""
-
-    X_LABEL = "turn"
-    Y_LABEL = "seconds"
-    MAX_TURNS = 50
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.points: list[tuple[int, float]] = []  # (turn number since the window opened, seconds)
-        self.turns = 0
-        self.setMinimumHeight(130)
-        self.setToolTip("Each answered turn: seconds from the end of your speech to the first sound of the answer.")
-
-    @property
-    def values(self) -> list[float]:
-        return [v for _, v in self.points]
-
-    def add(self, seconds: float) -> None:
-        """One more answered turn (``seconds`` ≥ 0, the time to its first audio)."""
-        self.turns += 1
-        self.points = (self.points + [(self.turns, float(seconds))])[-self.MAX_TURNS:]
-        self.update()
-
-    def y_top(self) -> float:
-        """The y axis' top: the largest value rounded up to a whole second (at least 1 s)."""
-        return float(max(1, math.ceil(max(self.values, default=0.0))))
-
-    def paintEvent(self, e):  # noqa: N802 (Qt)
-        p = QPainter(self)
-        p.setRenderHint(QPainter.Antialiasing)
-        fm = p.fontMetrics()
-        left, bottom, top, right = fm.horizontalAdvance("00.0") + 22, fm.height() * 2 + 4, fm.height() // 2 + 2, 8
-        w, h = self.width(), self.height()
-        area = QRectF(left, top, max(1, w - left - right), max(1, h - top - bottom))
-        fg = self.palette().color(self.foregroundRole())
-        p.setPen(QPen(fg, 1))
-        p.drawLine(area.bottomLeft(), area.topLeft())
-        p.drawLine(area.bottomLeft(), area.bottomRight())
-        y_top = self.y_top()
-        for v in (0.0, y_top / 2, y_top):  # y ticks
-            y = area.bottom() - v / y_top * area.height()
-            p.drawLine(QPointF(area.left() - 3, y), QPointF(area.left(), y))
-            p.drawText(QRectF(0, y - fm.height() / 2, area.left() - 5, fm.height()),
-                       Qt.AlignRight | Qt.AlignVCenter, f"{v:g}")
-        p.save()  # the y axis label, vertical
-        p.translate(fm.height() * 0.8, area.center().y())
-        p.rotate(-90)
-        p.drawText(QRectF(-area.height() / 2, -fm.height(), area.height(), fm.height() * 1.2), Qt.AlignCenter,
-                   self.Y_LABEL)
-        p.restore()
-        p.drawText(QRectF(area.left(), h - fm.height() - 2, area.width(), fm.height()), Qt.AlignCenter, self.X_LABEL)
-        if not self.points:
-            p.drawText(area, Qt.AlignCenter, "no answer yet")
-            p.end()
-            return
-        first, last = self.points[0][0], self.points[-1][0]
-        span = max(1, last - first)
-
-        def at(turn: int, v: float) -> QPointF:
-            x = area.left() + 6 + (turn - first) / span * (area.width() - 12) if last > first else area.center().x()
-            return QPointF(x, area.bottom() - v / y_top * area.height())
-
-        for turn in sorted({first, last}):  # x ticks: the first and the latest turn
-            x = at(turn, 0).x()
-            p.drawLine(QPointF(x, area.bottom()), QPointF(x, area.bottom() + 3))
-            p.drawText(QRectF(x - 20, area.bottom() + 3, 40, fm.height()), Qt.AlignHCenter | Qt.AlignTop, str(turn))
-        pts = [at(t, v) for t, v in self.points]
-        p.setPen(QPen(Qt.darkCyan, 2))
-        for a, b in zip(pts, pts[1:]):
-            p.drawLine(a, b)
-        p.setBrush(Qt.darkCyan)
-        for q in pts:
-            p.drawEllipse(q, 3, 3)
-        p.end()
 
 
 def _live(slot):
@@ -142,39 +64,6 @@ SPEAKER_LABELS = {"": ("nobody", "color:gray"), "user": ("you", "color:#1b6e3a;f
                   "both": ("both (you are interrupting)", "color:#a8431b;font-weight:bold")}
 
 
-# The metrics panel: attribute → (plain label, tooltip: the exact definition, with its unit). Every value is shown
-# with its unit; "–" until the session being run reports it (the panel is cleared when a session starts).
-METRICS = {
-    "m_rtf": ("Recognition speed",
-              "Real-time factor (RTF) of speech recognition: seconds of computing per second of audio heard, "
-              "e.g. 0.40× real time. Below 1× it keeps up with live speech."),
-    "m_ttfs": ("First sentence ready",
-               "Time to first sentence (TTFS), in seconds: from the end of your speech (the end of your utterance) "
-               "to the first complete sentence of the answer's text."),
-    "m_audio": ("Answer starts speaking",
-                "Seconds from the end of your speech to the first sound of the spoken answer. The plot below keeps "
-                "this for every turn."),
-    "m_accept": ("Speculation kept",
-                 "Assistant (PredGen): draft tokens kept — answer tokens the language model drafted while you were "
-                 "still speaking that the final check accepted. \"Answer started before you finished\": NFETFS = 1, "
-                 "i.e. one forward pass of the language model after the end of your speech (the check) was enough "
-                 "for the first sentence; otherwise the number of passes (NFETFS, number of function evaluations to "
-                 "the first sentence) is shown. Live captions (SSBD): draft tokens kept = accepted / drafted tokens "
-                 "(A/D); from the draft = accepted / output tokens of the translation (A/O)."),
-    "m_ne": ("Caption rewrites",
-             "Normalized erasure (NE): words erased from the shown translation while it updated, per word of the "
-             "final translation. 0 = nothing shown was ever taken back; lower flickers less."),
-    "m_turn": ("End of turn",
-               "How each utterance ended: Smart Turn's probability P(complete) that you finished your turn, judged at "
-               "each pause — at or above the threshold (Settings → duplex.turn_threshold) the turn ends, below it "
-               "the app keeps listening; a long silence or releasing the talk button always ends it."),
-    "m_barge": ("Interruptions",
-                "Barge-in: times you spoke over the answer and it stopped, the audio time (s) of the latest, and "
-                "what heard you (speech = the voice detector, double talk = the echo canceller's detector)."),
-    "m_aec": ("Echo cancellation",
-              "On when the answer plays on a loudspeaker and the input is a microphone: the answer's echo is removed "
-              "from the microphone (WebRTC AEC3) so that it is not heard as your speech."),
-}
 NO_MIC = "no-microphone"  # the input list's placeholder when no microphone is found
 
 
@@ -202,11 +91,12 @@ class MainWindow(QMainWindow):
         self.ctl = controller or EngineController(cfg)
         if controller is None:
             self.ctl.apply_config(cfg)
+        # what the sessions journal (the engine writes it before a signal arrives here) and what File → Export reads
         self.history = History(Path(history_path or default_journal_path()))
+        self.ctl.journal_path = self.history.path
         self.caption_window = CaptionWindow()
         self.player = None
         self._answer_text: dict[int, str] = {}
-        self._final_t: dict[int, tuple[float, float]] = {}
         self._presynth: dict[int, bool] = {}  # utterance → PredGen's pre-synthesised sentence was played
         self._final_language: dict[int, str] = {}  # utterance → ISO 639-1 code of its final ("" unknown)
         # what the conversation view shows, one dict per paragraph (see _entry_html): a revision re-renders it
@@ -219,9 +109,8 @@ class MainWindow(QMainWindow):
         self.barge_ins = 0
         self.no_microphone = False
         self._status = ""  # the latest status message, without the missing-microphone note
-        # "No playback (write WAV only)": each answer's audio, written to answers_dir when the answer is done
+        # "No playback (write WAV only)": the session writes each answer's audio to answers_dir when it is done
         self.answers_dir = self.history.path.parent / "answers"
-        self._answer_pcm: dict[int, list[tuple[np.ndarray, int]]] = {}
         self.answer_wavs: list[Path] = []
         self._build()
         self._wire()
@@ -258,7 +147,7 @@ class MainWindow(QMainWindow):
         self.modes.addButton(self.mode_assistant)
         self.modes.addButton(self.mode_caption)
         self.language = QComboBox()
-        self.language.addItems(["de", "fr", "es", "it", "pt", "nl", "zh", "ja"])
+        self.language.addItems([code for code, _ in caption_targets()])
         self.language.setEditable(True)  # any code or English name caption.target_language accepts
         self.language.setCurrentText(_language_code(self.ctl.cfg.caption.target_language))
         self.status_label = QLabel("starting…")
@@ -403,9 +292,9 @@ class MainWindow(QMainWindow):
         c = self.ctl
         self._links = [(c.status, self._on_status), (c.load_failed, self._load_failed), (c.error, self._error),
                        (c.level, self._on_level), (c.partial, self._on_partial), (c.final, self._on_final),
-                       (c.answer_sentence, self._on_answer_sentence), (c.answer_audio, self._on_answer_audio),
+                       (c.answer_sentence, self._on_answer_sentence), (c.answer_saved, self._on_answer_saved),
                        (c.answer_done, self._on_answer_done), (c.caption, self._on_caption),
-                       (c.metrics, self._on_metrics), (c.speech_started, self._on_speech_started),
+                       (c.metrics, self._on_metrics),
                        (c.session_ended, self._on_session_ended), (c.models_ready, self._models_loaded),
                        (c.load_failed, self._models_loaded), (c.speakers, self._on_speakers),
                        (c.barge_in, self._on_barge_in), (c.echo_cancelling, self._on_echo_cancelling),
@@ -477,7 +366,8 @@ class MainWindow(QMainWindow):
         QMessageBox.critical(self, "Model loading failed", msg)
 
     def mode(self) -> str:
-        return "caption" if self.mode_caption.isChecked() else "assistant"
+        """The session mode chosen: "assist" or "caption" (:data:`engine.session.MODES`)."""
+        return "caption" if self.mode_caption.isChecked() else "assist"
 
     def _input_chosen(self, i: int) -> None:
         if self.input_pick.itemData(i) == "choose-file":
@@ -489,7 +379,8 @@ class MainWindow(QMainWindow):
     def _options(self, push_to_talk: bool) -> SessionOptions:
         return SessionOptions(source=self.input_pick.currentData() or "", mode=self.mode(),
                               push_to_talk=push_to_talk, target_language=self.language.currentText(),
-                              player=self.player)
+                              player=self.player, wav_dir=self.answers_dir if self.writes_wav() else None,
+                              wav_per_answer=True)
 
     def _start(self, push_to_talk: bool) -> bool:
         """Start a session with the chosen input (False, with the reason on the status line, when it cannot)."""
@@ -508,8 +399,7 @@ class MainWindow(QMainWindow):
         self.barge_ins = 0
         self.live.setText("")
         # per-utterance state: utterance numbers start again at each session
-        for per_utterance in (self._answer_pcm, self._answer_text, self._final_t, self._presynth,
-                              self._final_language):
+        for per_utterance in (self._answer_text, self._presynth, self._final_language):
             per_utterance.clear()
         self._session_no += 1  # the shown lines of earlier sessions keep their own utterance numbers
         configured = self.ctl.cfg.asr.language
@@ -535,8 +425,8 @@ class MainWindow(QMainWindow):
 
     def stop_answer(self) -> None:
         self.ctl.interrupt_answer()
-        if self.player is not None:
-            self.ctl.playback_cut(self.player.stop())
+        if self.player is not None:  # also an answer still playing after its session ended
+            self.player.stop()
 
     def _ensure_player(self) -> None:
         from audio.playback import NullPlayer, open_player
@@ -605,13 +495,6 @@ class MainWindow(QMainWindow):
         self.live.setText(f"<b>{html.escape(committed.strip())}</b> <i style='color:gray'>"
                           f"{html.escape(tentative)}</i>")
 
-    def _journal(self, item: Item) -> None:
-        """Append ``item`` to the journal (fsynced) before it is shown; a failure is shown, not raised."""
-        try:
-            self.history.add(item)
-        except OSError as e:
-            self._error(f"cannot write the journal {self.history.path}: {e}")
-
     @_live
     def _on_final_language(self, utt: int, language: str) -> None:
         self._final_language[utt] = language  # the final itself follows at once
@@ -623,34 +506,21 @@ class MainWindow(QMainWindow):
         if language and language != self.session_language:
             # the engine's session language follows each utterance's (with hysteresis inside the decode)
             self._show_session_language(language)
-        self._final_t[utt] = (t0, t1)  # an empty final's too: a revision may give it words
         if not text:
             return
-        if self.mode() == "assistant":
-            self._journal(Item("user", text, t0, t1, utterance=utt, language=language))
         self._append("You", text, utterance=utt, language=language)
 
     @_live
     def _on_revised(self, ev) -> None:
-        """A ``RevisedTranscript``: journaled (where finals are: the assistant mode) before it is shown; the user
-        lines of ``ev.utterances`` take ``ev.texts`` ("" drops the line). An answer already given is not redone."""
-        journal = self.mode() == "assistant"
-        if journal:
-            try:
-                self.history.revise(ev.utterances, ev.texts, ev.t_start, ev.t_end, ev.language)
-            except (OSError, ValueError) as e:
-                self._error(f"cannot write the journal {self.history.path}: {e}")
+        """A ``RevisedTranscript`` (journaled by the session before it arrives): the user lines of ``ev.utterances``
+        take ``ev.texts`` ("" drops the line). An answer already given is not redone."""
         for utt, text in zip(ev.utterances, ev.texts):
             key = (self._session_no, utt)
             i = next((i for i, e in enumerate(self._entries) if e.get("key") == key), None)
             if i is None:
                 if not text:
                     continue
-                # its final was empty (neither shown nor journaled): journaled now, so that the exports show it,
-                # and shown before the next utterance's line, if any is shown
-                if journal:
-                    t0, t1 = self._final_t.get(utt, (ev.t_start, ev.t_end))
-                    self._journal(Item("user", text, t0, t1, utterance=utt, language=ev.language))
+                # its final was empty (not shown): shown now, before the next utterance's line, if any is shown
                 i = next((j for j, e in enumerate(self._entries) if e.get("key") is not None
                           and e["key"][0] == key[0] and e["key"][1] > utt), len(self._entries))
                 self._entries.insert(i, {"who": "You", "text": text, "style": "", "before": "", "key": key,
@@ -667,68 +537,34 @@ class MainWindow(QMainWindow):
         self._render()
 
     @_live
-    def _on_speech_started(self, utt: int) -> None:
-        if self.player is not None:
-            self.ctl.playback_cut(self.player.stop())  # barge-in: the history keeps what was heard
-
-    @_live
     def _on_answer_sentence(self, utt: int, index: int, text: str) -> None:
         self._answer_text[utt] = (self._answer_text.get(utt, "") + " " + text).strip()
         self.live.setText(f"<b>Assistant:</b> {html.escape(self._answer_text[utt])}"
                           f"<span style='color:gray'> …</span>")  # cleared when the answer is done
 
-    @_live
-    def _on_answer_audio(self, utt: int, samples, sr: int) -> None:
-        samples = np.asarray(samples, np.float32)
-        if self.player is not None:
-            self.player.play(samples, sr)
-        if self.writes_wav():
-            self._answer_pcm.setdefault(utt, []).append((samples, int(sr)))
-
     def writes_wav(self) -> bool:
         """Output is "No playback (write WAV only)": each answer's audio goes to a WAV in :attr:`answers_dir`."""
         return self.output_pick.currentData() == "none"
 
-    def _write_answer_wav(self, utt: int) -> Path | None:
-        """Write the audio of answer ``utt`` (as produced, 16-bit PCM at its sample rate) to
-        ``answers_dir/answer-YYYYmmdd-HHMMSS-<utt>.wav``; shown under the buttons. None when it had no audio; a
-        failure to write is shown on the status line."""
-        from audio.io import write_wav
-
-        parts = self._answer_pcm.pop(utt, [])
-        if not parts:
-            return None
-        sr = parts[0][1]
-        audio = np.concatenate([x for x, r in parts if r == sr])
-        path = self.answers_dir / f"answer-{time.strftime('%Y%m%d-%H%M%S')}-{utt}.wav"
-        try:
-            write_wav(path, audio, sr)
-        except OSError as e:
-            self._error(f"cannot write the answer audio {path}: {e}")
-            return None
-        self.answer_wavs.append(path)
-        self.answer_wav.setText(f"Answer audio (not played): {path}  ({len(audio) / sr:.1f} s)")
-        self.answer_wav.setToolTip(str(path))
-        return path
+    @_live
+    def _on_answer_saved(self, ev) -> None:
+        """An answer's audio was written (``engine.core.events.AnswerSaved``): shown under the buttons and noted
+        after the answer's line."""
+        self.answer_wavs.append(Path(ev.path))
+        self.answer_wav.setText(f"Answer audio (not played): {ev.path}  ({ev.seconds:.1f} s)")
+        self.answer_wav.setToolTip(ev.path)
+        self._add_entry({"note": f"(audio written to {ev.path})"})
 
     @_live
     def _on_answer_done(self, utt: int, text: str, interrupted: bool) -> None:
         accepted = self._presynth.get(utt, False)
         style = "color:#1b6e3a" if accepted else ""
-        t0, t1 = self._final_t.get(utt, (0.0, 0.0))
-        self._journal(Item("assistant", text, t1, t1, utterance=utt))
         self._append("Assistant" + (" (prepared while you spoke)" if accepted else ""),
                      text + (" …(interrupted)" if interrupted else ""), style)
         self.live.setText("")
-        wav = self._write_answer_wav(utt)
-        if wav is not None:
-            self._add_entry({"note": f"(audio written to {wav})"})
 
     @_live
     def _on_caption(self, cap) -> None:
-        if cap.final:
-            t0, t1 = self._final_t.get(cap.utterance, (0.0, 0.0))
-            self._journal(Item("caption", cap.source, t0, t1, translation=cap.translation, utterance=cap.utterance))
         self.caption_window.show_caption(cap)
         # "…" marks a translation still being revised: a final one has none
         self.live.setText("" if cap.final else
@@ -737,23 +573,24 @@ class MainWindow(QMainWindow):
             self._append("Caption", f"{cap.source}  →  {cap.translation}")
 
     @_live
-    def _on_metrics(self, m: dict) -> None:
-        kind = m.get("kind")
-        if kind == "asr" and m.get("rtf") is not None:
-            self.m_rtf.setText(f"{m['rtf']:.2f}× real time")
-        elif kind == "answer":
-            self._presynth[m["utterance"]] = bool(m.get("presynth_used"))
-            if m.get("ttfs_s") is not None:
-                self.m_ttfs.setText(f"{m['ttfs_s']:.2f} s")
-            if m.get("first_audio_s") is not None:
-                self.m_audio.setText(f"{m['first_audio_s']:.2f} s")
-                self.plot.add(m["first_audio_s"])
-            self.m_accept.setText(_answer_speculation_text(m))
-        elif kind == "turn":
-            self.m_turn.setText(_turn_text(m, self.ctl.cfg.duplex.turn_threshold))
-        elif kind == "caption":
-            self.m_ne.setText(f"{m['ne']:.2f} words taken back per word")
-            self.m_accept.setText(f"{m['acceptance']:.0%} of draft tokens kept; {m['accepted_share']:.0%} of the "
+    def _on_metrics(self, m) -> None:
+        """A metrics event of the session (``engine.core.events``: ``AsrMetrics``, ``SpokenAnswerMetrics``,
+        ``TurnMetrics``, ``CaptionMetrics``) shown in the metrics panel."""
+        if isinstance(m, AsrMetrics) and m.rtf is not None:
+            self.m_rtf.setText(f"{m.rtf:.2f}× real time")
+        elif isinstance(m, SpokenAnswerMetrics):
+            self._presynth[m.utterance] = m.presynth_used
+            if m.ttfs_s is not None:
+                self.m_ttfs.setText(f"{m.ttfs_s:.2f} s")
+            if m.first_audio_s is not None:
+                self.m_audio.setText(f"{m.first_audio_s:.2f} s")
+                self.plot.add(m.first_audio_s)
+            self.m_accept.setText(answer_speculation_text(m))
+        elif isinstance(m, TurnMetrics):
+            self.m_turn.setText(turn_text(m, self.ctl.cfg.duplex.turn_threshold))
+        elif isinstance(m, CaptionMetrics):
+            self.m_ne.setText(f"{m.ne:.2f} words taken back per word")
+            self.m_accept.setText(f"{m.acceptance:.0%} of draft tokens kept; {m.accepted_share:.0%} of the "
                                   f"translation from the draft")
 
     @_live
@@ -762,10 +599,7 @@ class MainWindow(QMainWindow):
 
     @_live
     def _on_session_ended(self) -> None:
-        self.history.end_session()  # the next session starts later on the journal's clock
         self.live.setText("")  # nothing is pending any more: no "…" left over
-        for utt in list(self._answer_pcm):  # an answer cut short by the end of the session
-            self._write_answer_wav(utt)
         if self.handsfree.isChecked():
             self.handsfree.blockSignals(True)
             self.handsfree.setChecked(False)
@@ -839,32 +673,6 @@ def run_app(argv=None, config_path: str | None = None) -> int:
     return code
 
 
-def _turn_text(m: dict, threshold: float) -> str:
-    """The metrics panel's end-of-turn line for a ``metrics`` dict of kind "turn" (see ``EngineController``)."""
-    p = m.get("p_complete")
-    if not m.get("final"):
-        return f"utterance {m['utterance']}: still talking (P(complete) {p:.2f} < {threshold:.2f})"
-    if m.get("by") == "silence":
-        extra = f" (P(complete) {p:.2f})" if p is not None else ""
-        return f"utterance {m['utterance']}: ended by {m.get('silence_s', 0):.1f} s of silence{extra}"
-    if m.get("by") == "released":
-        return f"utterance {m['utterance']}: ended (talk button released)"
-    return f"utterance {m['utterance']}: finished (P(complete) {p:.2f} ≥ {threshold:.2f})"
-
-
-def _answer_speculation_text(m: dict) -> str:
-    """The "Speculation kept" value for a ``metrics`` dict of kind "answer" (see ``EngineController``)."""
-    nfetfs = m.get("nfetfs")
-    if nfetfs is None:  # the cascade: nothing was drafted while the user spoke
-        return "none (the answer started after you finished)"
-    kept = f"{m.get('accepted_tokens', 0)} draft tokens kept"
-    if nfetfs == 1:
-        return f"{kept}; answer started before you finished"
-    return f"{kept}; {nfetfs} model passes after you finished"
-
-
 def _language_code(name: str) -> str:
     """``caption.target_language`` ("German", "de", …) as the code the language box lists, or as given."""
-    codes = {"german": "de", "french": "fr", "spanish": "es", "italian": "it", "portuguese": "pt", "dutch": "nl",
-             "chinese": "zh", "japanese": "ja"}
-    return codes.get(name.strip().lower(), name.strip())
+    return language_code(name) or name.strip()

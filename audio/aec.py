@@ -17,7 +17,9 @@ from collections import deque
 
 import numpy as np
 
-SR = 16000  # processing rate, Hz
+from audio.io import SAMPLE_RATE
+
+SR = SAMPLE_RATE  # processing rate, Hz: the engine's
 FRAME = SR // 100  # 10 ms, samples
 
 

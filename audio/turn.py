@@ -14,6 +14,8 @@ The model's matrix products are dynamically quantised (uint8 activations × int8
 VNNI, onnxruntime's default U8S8 kernel sums pairs of products in saturating 16-bit registers (``vpmaddubsw``), so
 the same audio gets a different probability than on a VNNI CPU, enough to flip a decision near the threshold; there
 the session uses the exact U8U8 kernel (``session.x64quantprecision``, onnxruntime's documented remedy) instead.
+Which CPUs those are is the engine's to say (``engine.core.cpu.int8_gemm_saturates``): it passes the decision as
+``exact_int8``.
 """
 
 from __future__ import annotations
@@ -22,31 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-SR = 16000  # Hz
+from audio.io import SAMPLE_RATE
+
+SR = SAMPLE_RATE  # Hz: Smart Turn reads 16 kHz audio, the engine's rate
 WINDOW_S = 8  # seconds of context the model reads
 MODEL_PATH = Path(__file__).resolve().parent.parent / "assets" / "smart_turn" / "smart-turn-v3.2-cpu.onnx"
-
-
-def int8_gemm_saturates(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
-    """Whether onnxruntime's default uint8 × int8 matrix product can saturate on this CPU: an x86-64 CPU without
-    VNNI (``avx512_vnni`` / ``avx_vnni`` absent from its flags). Other architectures (Arm's dot-product kernels do
-    not saturate) give False; an x86-64 CPU whose flags cannot be read gives True (the exact kernel is the safe
-    choice)."""
-    import platform
-
-    if platform.machine().lower() not in ("x86_64", "amd64", "x64", "i386", "i686", "x86"):
-        return False
-    try:
-        text = Path(cpuinfo).read_text(errors="replace")
-    except OSError:
-        return True
-    flags: set[str] = set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags.update(line.partition(":")[2].split())
-    if not flags:
-        return True
-    return not ({"avx512_vnni", "avx_vnni"} & flags)
 
 
 class TurnDetector:
@@ -56,15 +38,16 @@ class TurnDetector:
         model_path: the ONNX file (default: assets/smart_turn/smart-turn-v3.2-cpu.onnx).
         threshold: probability at or above which :meth:`is_complete` says the turn is complete.
         threads: onnxruntime intra-op threads.
-        exact_int8: use onnxruntime's exact U8U8 kernel for the quantised products; None (default) = where
-            :func:`int8_gemm_saturates` says the default kernel saturates (kept as ``self.exact_int8``).
+        exact_int8: use onnxruntime's exact U8U8 kernel for the quantised products (kept as ``self.exact_int8``);
+            False = its default kernel. The engine passes ``engine.core.cpu.int8_gemm_saturates()``: True on CPUs
+            where the default kernel saturates.
 
     Raises:
         FileNotFoundError: the model file is missing.
     """
 
     def __init__(self, model_path: str | Path | None = None, threshold: float = 0.5, threads: int = 1,
-                 exact_int8: bool | None = None):
+                 exact_int8: bool = False):
         import onnxruntime as ort
         from transformers import WhisperFeatureExtractor
 
@@ -76,7 +59,7 @@ class TurnDetector:
         so.inter_op_num_threads = 1
         so.intra_op_num_threads = threads
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.exact_int8 = int8_gemm_saturates() if exact_int8 is None else bool(exact_int8)
+        self.exact_int8 = bool(exact_int8)
         if self.exact_int8:
             so.add_session_config_entry("session.x64quantprecision", "1")
         self.session = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])

@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+
 CHUNK = 512  # samples at 16 kHz
 CONTEXT = 64
 # The near-talker gate (module docstring); values chosen on development sets (python -m bench.make_conversation
@@ -79,6 +81,7 @@ class StreamingVAD:
         min_silence_s: silence that ends an utterance, seconds.
         min_speech_s: shorter speech bursts are dropped (no start event is emitted for them), seconds.
         speech_pad_s: padding added before the start and after the end, seconds.
+        sample_rate: the blocks' rate, Hz; only :data:`audio.io.SAMPLE_RATE` (16 kHz) is accepted.
         pause_s: silence after which a "pause" event is raised, seconds (default: ``speech_pad_s``).
         turn_hook: ``f(audio) -> probability`` that the turn is complete, called at each pause with the float32
             16 kHz audio of the utterance (from its start, pad included, to now; at most ``turn_context_s``);
@@ -92,16 +95,19 @@ class StreamingVAD:
         near_snr_db: the near-talker gate (module docstring): while the background is itself speech, a chunk
             is speech only when its level stands this many dB above the background level; None = no gate (the
             runtime passes ``vad.near_snr_db``, with 0 as None).
+
+    Raises:
+        ValueError: another ``sample_rate``.
     """
 
     def __init__(self, model_path: str | Path, threshold: float = 0.5, min_silence_s: float = 0.6,
-                 min_speech_s: float = 0.25, speech_pad_s: float = 0.2, sample_rate: int = 16000,
+                 min_speech_s: float = 0.25, speech_pad_s: float = 0.2, sample_rate: int = SAMPLE_RATE,
                  pause_s: float | None = None, turn_hook: Callable[[np.ndarray], float] | None = None,
                  turn_threshold: float = 0.5, turn_context_s: float = 8.0, fallback_threshold: float | None = None,
                  fallback_snr_db: float = 15.0, noise_rise_db_s: float = 3.0, near_snr_db: float | None = None):
         from faster_whisper.vad import SileroVADModel
 
-        if sample_rate != 16000:
+        if sample_rate != SAMPLE_RATE:  # CHUNK and the model's state are for the engine's 16 kHz
             raise ValueError("StreamingVAD works on 16 kHz audio")
         self.session = SileroVADModel(str(model_path)).session
         self.threshold = threshold

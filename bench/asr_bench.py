@@ -90,7 +90,8 @@ def streaming(a) -> int:
     from engine.config import load_config
     from engine.runtime import Runtime
     from engine.asr.ctc_self_speculative import SSDCT2Backend
-    from engine.asr.streaming import FasterWhisperBackend
+    from engine.asr.faster_whisper_backend import FasterWhisperBackend
+    from engine.asr.whisper_ar import WhisperARBackend
 
     rt = Runtime(load_config(), progress=True)
     ws = rt.whisper_ssd()
@@ -99,7 +100,7 @@ def streaming(a) -> int:
     ssd = SSDCT2Backend(ws, 0.7, 0.2)
     # the same CTranslate2 calls without a draft: greedy AR in SSD's own decoding mode (no timestamp tokens),
     # the baseline SSD is lossless against when every draft token must be greedy's
-    ar_same = SSDCT2Backend(ws, 0.7, 0.2, speculate=False)
+    ar_same = WhisperARBackend(ws)
     names = ("ar", "ar_nots", "ssd")
     out = {k: {"wall_s": 0.0, "encode_s": 0.0, "updates": 0, "stages": {}} for k in names}
     del out["ar"]["stages"]

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     from audio.io import AudioError
     from engine.config import ConfigError, load_config
     from engine.runtime import Runtime
-    from engine.asr.streaming import FasterWhisperBackend
+    from engine.asr.faster_whisper_backend import FasterWhisperBackend
 
     if any(s <= 0 or s > 10 for s in a.shifts):
         print("asr-offline: every shift must be in (0, 10] seconds", file=sys.stderr)

@@ -579,10 +579,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
 
-    from audio.io import AudioError, load_audio
+    from bench.input_audio import decode_all
     from engine.config import ConfigError, load_config
     from engine.runtime import Runtime
-    from engine.asr.streaming import FasterWhisperBackend
+    from engine.asr.faster_whisper_backend import FasterWhisperBackend
 
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     bad = [m for m in methods if m not in METHODS]
@@ -604,14 +604,9 @@ def main(argv: list[str] | None = None) -> int:
     log = (lambda *x: None) if a.quiet else (lambda *x: print(*x, file=sys.stderr, flush=True))
     t_run = time.monotonic()
 
-    # decode every input first (a bad file fails before minutes of real-time playback)
-    audio: dict[Path, np.ndarray] = {}
-    for p in files:
-        try:
-            audio[p] = load_audio(p)
-        except AudioError as e:
-            print(f"asr-stream: {e}", file=sys.stderr)
-            return 2
+    audio = decode_all({p: p for p in files}, "asr-stream")
+    if audio is None:
+        return 2
 
     # one Runtime per model configuration, one warmed-up backend per method
     runtimes: dict[str, Runtime] = {}

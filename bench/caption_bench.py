@@ -46,7 +46,6 @@ import argparse
 import dataclasses
 import gzip
 import json
-import sys
 import threading
 import time
 from pathlib import Path
@@ -430,7 +429,7 @@ def choose_mask_k(val: dict, run: str = "ssbd") -> dict:
 
 
 def main(argv=None) -> int:
-    from audio.io import AudioError, load_audio
+    from bench.input_audio import decode_all
     from engine.translate.languages import language_name
     from engine.config import load_config
     from engine.runtime import Runtime
@@ -461,12 +460,7 @@ def main(argv=None) -> int:
     target = args.to or cfg.caption.target_language
     rt = Runtime(cfg, progress=True)
     rt.asr_backend(), rt.vad(), rt.llm(cfg.caption.model_role)  # loaded before the clock runs
-    audios = {}
-    for f in files:
-        try:
-            audios[f] = load_audio(f)
-        except AudioError as e:
-            print(f"skipped {f}: {e}", file=sys.stderr)
+    audios = decode_all({f: f for f in files}, skip_bad=True)
     results: dict[str, list[dict]] = {m: [] for m in args.methods}
     # one session per method (its translator keeps the prompt prefix cached across files, as in a live session);
     # the first file is played once untimed so first-call costs stay out of the numbers

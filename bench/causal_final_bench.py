@@ -11,7 +11,7 @@ latency are unlimited; the past is all there; only the future is missing. With a
 also hears the L s after each end of speech (a final held back that long), and keeps the same words.
 
 Reported per look-ahead, pooled, per condition and per file: WER against offline beam 5 and against the text
-(:func:`bench.conversation_bench.normalise`), beside offline greedy and the streaming final of the same run, and the
+(:func:`bench.conversation_scoring.normalise`), beside offline greedy and the streaming final of the same run, and the
 deltas the conversation targets read (final − offline greedy). The whole file decoded offline at the same beam is
 the look-ahead-without-limit row.
 
@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from audio.io import AudioError, load_audio
     from bench.asr_stream_bench import machine, write_json
-    from bench.conversation_bench import ConversationWER, Offline, _whisper
+    from bench.conversation_bench import Offline, _whisper
+    from bench.conversation_scoring import ConversationWER
     from engine.config import ConfigError, load_config
     from engine.runtime import Runtime
 

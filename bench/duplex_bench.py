@@ -1,18 +1,19 @@
 """Full-duplex benchmark (``specvoice bench duplex``): echo cancellation, barge-in and end of turn on synthesised
 conversations. Reproducible (seeded), no microphone, every time in audio time (not wall time).
 
-Part A — talking over the assistant with the loudspeaker on. Sessions of assistant answers (Piper, the
-``tts_voice`` role, length scale 0.9–1.15, two corpus sentences each) are played through a simulated echo path per
-session: delay 20–150 ms, a synthetic room impulse response (direct path + exponentially decaying noise tail, RT60
-0.15–0.5 s), gain 0.3–1.0, pink microphone noise at −55 dBFS. Some answers are interrupted by the user (espeak-ng
-voices, a different speaker) at a known time 1–3 s into the answer. The microphone is processed in 30 ms blocks, as a
-live loop would: WebRTC APM (``audio.aec.EchoCanceller``, 10 ms frames, far end interleaved, delay hint = true delay
+Part A — talking over the assistant with the loudspeaker on. Sessions of assistant answers (Piper, the ``tts_voice``
+role, length scale 0.9–1.15, two corpus sentences each) are played through a simulated echo path per session: delay
+20–150 ms, a synthetic room impulse response (direct path + exponentially decaying noise tail, RT60 0.15–0.5 s),
+gain 0.3–1.0, pink microphone noise at −55 dBFS. Some answers are interrupted by the user (espeak-ng voices, a
+different speaker) at a known time 1–3 s into the answer. The microphone is processed in 30 ms blocks, as a live
+loop would: WebRTC APM (``audio.aec.EchoCanceller``, 10 ms frames, far end interleaved, delay hint = true delay
 ± 20 ms) and the Silero VAD (``audio.vad.StreamingVAD``, the project defaults) on the raw and on the cleaned
 microphone, plus a barge-in VAD on the cleaned microphone (the same Silero model and threshold, minimum speech
-``--barge-min-speech``, 0.1 s, instead of 0.25 s), and the app's barge-in detector (``audio.aec.BargeInDetector``
-built from the ``[duplex]`` defaults: that VAD rule, or at once a chunk with Silero p ≥ 0.15 that the canceller left
-within 10 dB of the raw microphone and ≥ 25 dB above the cleaned noise floor, once 3 s of far end were heard; before
-that, the VAD rule also needs a raw-microphone chunk the far end's echo envelope does not explain).
+``--barge-min-speech``, ``duplex.barge_in_min_speech_s``, instead of ``vad.min_speech_s``), and the app's barge-in
+detector (``audio.aec.BargeInDetector`` built from the ``[duplex]`` defaults: that VAD rule, or at once a chunk with
+Silero p ≥ 0.15 that the canceller left within 10 dB of the raw microphone and ≥ 25 dB above the cleaned noise
+floor, once 3 s of far end were heard; before that, the VAD rule also needs a raw-microphone chunk the far end's
+echo envelope does not explain).
 A barge-in is a detection raised while the assistant's audio (plus its echo tail, 0.3 s) is audible. When a
 barge-in detector detects the user, playback stops 50 ms later (one output callback) — the far end and its echo are
 cut there, as ``Player.stop`` would. Each of the two barge-in detectors has its own playback path (its own APM, its
@@ -29,11 +30,12 @@ to the barge-in VAD's path.
       hurt?). ``--no-wer`` skips it.
 
 Part B — end of turn. User turns (Piper and espeak-ng voices; −55 dBFS pink noise) of three kinds: complete
-sentences without a pause, sentences with a mid-sentence filler pause ("…like in, um, <0.6–1.5 s> Paris
-tomorrow?") and with a plain pause after a comma. A paused turn is one sentence synthesised whole and split at
-its pause (so both parts keep their natural prosody). Compared: VAD only (end after ``min_silence_s``; 0.6 s is
-the project default, 1.0 and 1.6 s for the trade-off) vs VAD + Smart Turn v3.2 (``audio.turn.TurnDetector`` as the
-VAD's ``turn_hook``: asked at a 0.2 s pause, the turn ends if P(complete) ≥ 0.5, else after the hard limit).
+sentences without a pause, sentences with a mid-sentence filler pause ("…like in, um, <0.6–1.5 s> Paris tomorrow?")
+and with a plain pause after a comma. A paused turn is one sentence synthesised whole and split at its pause (so
+both parts keep their natural prosody). Compared: VAD only (end after ``min_silence_s``: the project default
+``vad.min_silence_s``, and 1.0 and 1.6 s for the trade-off) vs VAD + Smart Turn v3.2 (``audio.turn.TurnDetector`` as
+the VAD's ``turn_hook``: asked at a 0.2 s pause, the turn ends if P(complete) ≥ ``duplex.turn_threshold``, else
+after the hard limit).
 
     * cut-offs: paused turns whose utterance ended inside the mid-sentence pause.
     * end-of-turn delay: from the last speech sample of the turn to the audio time the "end" event is raised.
@@ -58,6 +60,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.settings import default_of
 
 HERE = Path(__file__).resolve().parent
 SR = 16000
@@ -200,8 +204,8 @@ def pct(xs: list[float], q: float) -> float | None:
 
 # ----------------------------------------------------------------------------------------------------- part A
 def part_a(voices, vad_path: str, n_sessions: int, n_answers: int, interrupt_every: int, wer: bool,
-           rng: np.random.Generator, prng: random.Random, barge_min_speech_s: float = 0.1,
-           barge_threshold: float = 0.5) -> dict:
+           rng: np.random.Generator, prng: random.Random, barge_min_speech_s: float,
+           barge_threshold: float) -> dict:
     from audio.aec import BargeInDetector, EchoCanceller, apm_available
     from audio.vad import StreamingVAD
     from bench.make_speech import corpus_sentences, level, trim
@@ -356,7 +360,7 @@ def wer_table(voices, inter: list[dict]) -> dict:
     import jiwer
     from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
-    from engine.asr.streaming import FasterWhisperBackend
+    from engine.asr.faster_whisper_backend import FasterWhisperBackend
 
     cfg = voices.rt.cfg
     fw = FasterWhisperBackend(voices.rt.model("asr_target").path, device=cfg.asr.device,
@@ -478,12 +482,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answers", type=int, default=9, help="assistant answers per session")
     ap.add_argument("--interrupt-every", type=int, default=3, help="every N-th answer is interrupted by the user")
     ap.add_argument("--turns", type=int, default=60, help="user turns for the end-of-turn part")
-    ap.add_argument("--vad-only-silences", default="0.6,1.0,1.6", help="min silence (s) of the VAD-only configs")
-    ap.add_argument("--hard-limit", type=float, default=2.0, help="silence that always ends a turn with Smart Turn, s")
-    ap.add_argument("--turn-threshold", type=float, default=0.5, help="Smart Turn P(complete) threshold")
-    ap.add_argument("--barge-min-speech", type=float, default=0.1,
-                    help="minimum speech of the barge-in VAD on the cleaned mic, s (the project VAD uses 0.25)")
-    ap.add_argument("--barge-threshold", type=float, default=0.5, help="speech threshold of the barge-in VAD")
+    ap.add_argument("--vad-only-silences", default=None,
+                    help="min silence (s) of the VAD-only configs, comma-separated (default: vad.min_silence_s, "
+                         "1.0 and 1.6)")
+    ap.add_argument("--hard-limit", type=float, default=default_of("duplex.turn_max_silence_s"),
+                    help="silence that always ends a turn with Smart Turn, s (default: duplex.turn_max_silence_s)")
+    ap.add_argument("--turn-threshold", type=float, default=default_of("duplex.turn_threshold"),
+                    help="Smart Turn P(complete) threshold (default: duplex.turn_threshold)")
+    ap.add_argument("--barge-min-speech", type=float, default=default_of("duplex.barge_in_min_speech_s"),
+                    help="minimum speech of the barge-in VAD on the cleaned mic, s (default: "
+                         "duplex.barge_in_min_speech_s; the project VAD uses vad.min_speech_s)")
+    ap.add_argument("--barge-threshold", type=float, default=default_of("duplex.barge_in_threshold"),
+                    help="speech threshold of the barge-in VAD (default: duplex.barge_in_threshold)")
     ap.add_argument("--no-wer", action="store_true", help="skip the Whisper-base WER of the interruptions")
     ap.add_argument("--only", choices=["echo", "turn"], help="run one part")
     ap.add_argument("--seed", type=int, default=SEED)
@@ -506,7 +516,9 @@ def main(argv: list[str] | None = None) -> int:
                              np.random.default_rng(a.seed), random.Random(a.seed), a.barge_min_speech,
                              a.barge_threshold)
     if a.only != "echo":
-        sil = [float(s) for s in a.vad_only_silences.split(",") if s]
+        # the product's end-of-speech silence is always among the VAD-only rows: the report marks it as the default
+        sil = ([float(s) for s in a.vad_only_silences.split(",") if s] if a.vad_only_silences
+               else sorted({default_of("vad.min_silence_s"), 1.0, 1.6}))
         out["turn"] = part_b(voices, vad_path, a.turns, np.random.default_rng(a.seed + 1), random.Random(a.seed + 1),
                              sil, a.hard_limit, a.turn_threshold)
     extra = [int(x) for x in a.extra_seeds.split(",") if x.strip()]

@@ -8,11 +8,12 @@
 
 ``prepare`` phonemises the first ``--n`` sentences of Multi30k test 2017 (the test split of ``bench tts``) and the
 ``--val`` after them (its validation split) and writes, per sentence, the voice's prior — m_p and logs_p per phoneme
-(float16) and frames per phoneme, the inputs of :func:`tts.codec_lm.frame_conditioning` — to ``inputs.npz`` (a few
-MB, plus the texts). ``run`` needs only numpy, torch and the repository: it loads the codec LM
-(assets/codec_tts) on ``--device`` (the torch module there: :class:`tts.codec_lm.CodecLMSession`'s torch backend
-with host-side draws, or with ``--sampler graphs`` :class:`engine.speech.device_sampling.DeviceRoundSampler`, whole
-rounds on the device replayed as CUDA graphs, the product's path on a GPU),
+(float16) and frames per phoneme, the inputs of :func:`engine.synthesis.codec_lm.frame_conditioning` — to
+``inputs.npz`` (a few MB, plus the texts). ``run`` needs only numpy, torch and the repository: it loads the codec LM
+(assets/codec_tts) on ``--device`` (the torch module there:
+:class:`engine.synthesis.codec_lm_session.CodecLMSession`'s torch backend with host-side draws, or with
+``--sampler graphs`` :class:`engine.synthesis.device_sampling.DeviceRoundSampler`, whole rounds on the device
+replayed as CUDA graphs, the product's path on a GPU),
 samples every sentence with each method (target-only AR, exact SD, SSD bias 0.3 and PCG over θ × L_d; the methods
 take turns sentence by sentence, the same seed per sentence for every method), measures the verification cost
 curve (1/2/4/8 tokens in target steps, :func:`bench.tts_bench.verification_cost`), and writes ``run.json`` (speed,
@@ -37,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.settings import default_of
+
 ROOT = Path(__file__).resolve().parent.parent
 # what ``score`` writes under bench/results/gpu/<device>/, by the run's sampler
 OUTPUTS = {"eager": "tts_eager.json", "graphs": "tts_graphs.json", "graphs_compiled": "tts_graphs_compiled.json"}
@@ -51,10 +54,10 @@ def _methods(thetas, lookaheads) -> list[str]:
 def prepare(a) -> int:
     from bench.tts_bench import sentences
     from engine.config import load_config
-    from engine.speech.coarse_grained_sampling import CodecTTS
+    from engine.synthesis.codec_tts import CodecTTS
 
     cfg = load_config()
-    tts = CodecTTS(cache_dir=cfg.cache_dir())
+    tts = CodecTTS(cfg.tts, cache_dir=cfg.cache_dir())
     texts = {"test": sentences(a.n), "val": sentences(a.val, start=a.n)}
     arrays = {}
     for split, ss in texts.items():
@@ -95,6 +98,14 @@ def _write(out: dict, codes: dict, inp: Path) -> int:
     return 0
 
 
+def _keep(codes: dict, sums: dict, key: str, toks: np.ndarray, st) -> None:
+    """Keep one sentence's sampled codes under ``key`` (int16, for ``codes.npz``) and add its
+    :class:`engine.core.verify.SpecStats` counters to its method's ``sums``."""
+    codes[key] = toks.astype(np.int16)
+    for k in COUNTERS:
+        sums[k] += getattr(st, k)
+
+
 def _time_is_up(a, split: str, done: int, total: int, t_start: float) -> bool:
     """Print the progress of ``run`` after ``done`` of ``total`` sentences of ``split``; True when ``--max-seconds``
     is spent on the test split (no further sentence is taken)."""
@@ -112,7 +123,7 @@ def _cost_reps(a) -> dict:
 
 
 def _conditioning(z, split: str, n: int) -> list[np.ndarray]:
-    from tts.codec_lm import frame_conditioning
+    from engine.synthesis.codec_lm import frame_conditioning
 
     return [frame_conditioning(z[f"{split}_{i}_m"].astype(np.float32), z[f"{split}_{i}_logs"].astype(np.float32),
                                z[f"{split}_{i}_dur"].astype(np.int64)) for i in range(n)]
@@ -122,8 +133,8 @@ def run(a) -> int:
     import torch
 
     from engine.core import verify as V
-    from engine.speech.coarse_grained_sampling import AcousticGroups, ar_generate, speculative_generate
-    from tts.codec_lm import code_embeddings, load_lm
+    from engine.synthesis.coarse_grained_sampling import AcousticGroups, ar_generate, speculative_generate
+    from engine.synthesis.codec_lm import code_embeddings, load_lm
 
     inp = Path(a.inputs)
     texts = json.loads((inp / "texts.json").read_text())
@@ -171,9 +182,7 @@ def run(a) -> int:
                     else:
                         acc = steps[m]
                     toks, st = speculative_generate(lm, c, rng, acc, L, T)
-                codes[f"{split}_{i}_{m}"] = toks.astype(np.int16)
-                for k in COUNTERS:
-                    agg[m][k] += getattr(st, k)
+                _keep(codes, agg[m], f"{split}_{i}_{m}", toks, st)
             out["sentences"][split] = i + 1
             if _time_is_up(a, split, i + 1, len(conds), t_start):
                 break
@@ -187,11 +196,11 @@ def run(a) -> int:
 
 
 def _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp) -> int:
-    """``run --sampler graphs``: every method on :class:`engine.speech.device_sampling.DeviceRoundSampler` (passes,
+    """``run --sampler graphs``: every method on :class:`engine.synthesis.device_sampling.DeviceRoundSampler` (passes,
     draws and decisions on the device, one graph replay per AR step or per round), one sampler per method and
     setting, captured before its first sentence (capture time reported, not counted), the methods taking turns
     sentence by sentence with the same seed per sentence."""
-    from engine.speech.device_sampling import DeviceRoundSampler
+    from engine.synthesis.device_sampling import DeviceRoundSampler
 
     cap = max(len(c) for cs in conds_of.values() for c in cs) + 1
     samplers = {}
@@ -226,9 +235,7 @@ def _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp) -> int:
         for i, c in enumerate(conds):
             for m in methods:
                 toks, st = samplers[m].sample(c, [a.seed, i])
-                codes[f"{split}_{i}_{m}"] = toks.astype(np.int16)
-                for k in COUNTERS:
-                    agg[m][k] += getattr(st, k)
+                _keep(codes, agg[m], f"{split}_{i}_{m}", toks, st)
             out["sentences"][split] = i + 1
             if _time_is_up(a, split, i + 1, len(conds), t_start):
                 break
@@ -246,14 +253,14 @@ def _run_device_rounds(a, lm, T, groups, methods, conds_of, out, inp) -> int:
 def score(a) -> int:
     from bench.tts_bench import _scorer
     from engine.config import load_config
-    from engine.speech.coarse_grained_sampling import CodecTTS
+    from engine.synthesis.codec_tts import CodecTTS
 
     inp = Path(a.inputs)
     res = json.loads((inp / "run.json").read_text())
     texts = json.loads((inp / "texts.json").read_text())
     z = np.load(inp / "codes.npz")
     cfg = load_config()
-    tts = CodecTTS(cache_dir=cfg.cache_dir())
+    tts = CodecTTS(cfg.tts, cache_dir=cfg.cache_dir())
     n_of = {split: res.get("sentences", {}).get(split, len(texts[split])) for split in ("val", "test")}
     for split in ("val", "test"):
         agg = res["splits"][split]
@@ -294,7 +301,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", help="run: where the codec LM runs (cuda, cuda:1, cpu)")
     ap.add_argument("--thetas", default=",".join(map(str, GRID_THETAS)))
     ap.add_argument("--lookaheads", default=",".join(map(str, GRID_LOOKAHEADS)))
-    ap.add_argument("--lookahead", type=int, default=3, help="run: L_d of exact SD and SSD")
+    ap.add_argument("--lookahead", type=int, default=default_of("tts.lookahead"),
+                    help="run: L_d of exact SD and SSD (default: tts.lookahead)")
     ap.add_argument("--temperature", type=float, default=None, help="run: default the model's")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compile", action="store_true", help="run --sampler graphs: torch.compile each step first")

@@ -6,7 +6,7 @@
 #
 # MODELS_DIR: a models folder written on a machine that has the model packages (python -m engine.models export DIR:
 #   files over 64 MiB are split into parts). Its parts are joined here and every file is checked: against its
-#   SHA256SUMS, then against the digests pinned in engine/models.py (specvoice models --verify, which also opens each
+#   SHA256SUMS, then against the digests pinned in engine.models (specvoice models --verify, which also opens each
 #   model). Without it (and without $SPECVOICE_MODELS_DIR) the installed model packages are used.
 # $OUT: where the results go (default: bench/results/gpu): $OUT/<gpu name>/*.json, device.json beside them, and the
 #   run's log as $OUT/<gpu name>/gpu_run.log.

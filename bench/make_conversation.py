@@ -25,7 +25,8 @@ Conditions (:data:`CONDITIONS`), all applied to the same synthesised dialogue:
       back to 16 kHz.
 Reference text of a file: every turn's text in order as spoken, fillers and restarts included ("—" kept, ``|``
 dropped); an overlapping backchannel follows the turn it overlaps. ``segments`` in the manifest give speaker,
-start, end, kind and text of every piece of speech. How WER treats fillers: :func:`bench.conversation_bench.normalise`.
+start, end, kind and text of every piece of speech. How WER treats fillers:
+:func:`bench.conversation_scoring.normalise`.
 
 Language ID (``langid/``): 12 utterances each of German (Multi30k test 2016 German captions, whose English
 references exist: bench/data/text/multi30k), French and Spanish (sentences written here; Multi30k French/Spanish
@@ -608,7 +609,7 @@ def write(dialogues: dict[str, dict], langid: dict[str, dict], out: Path = OUT, 
     (out / "langid").mkdir(exist_ok=True)
     manifest = {"generator": "python -m bench.make_conversation", "seed": seed, "sample_rate": SR,
                 "format": "FLAC, mono, 16-bit PCM", "versions": versions(),
-                "wer": "bench.conversation_bench.normalise on both sides (fillers removed, Whisper's English "
+                "wer": "bench.conversation_scoring.normalise on both sides (fillers removed, Whisper's English "
                        "normaliser); see README.md", "files": {}, "langid": {}}
     for group, files in (("files", dialogues), ("langid", langid)):
         for rel, f in files.items():
@@ -666,7 +667,7 @@ phonemes (spelled out, it says the letters) and Piper is given "uh," for "uh" (s
 
 ## How WER treats fillers
 
-`bench.conversation_bench.normalise` is applied to the reference and to the transcript alike: non-lexical fillers
+`bench.conversation_scoring.normalise` is applied to the reference and to the transcript alike: non-lexical fillers
 and backchannels (uh, um, er, erm, ah, eh, hm, hmm, mm, mhm, mm-hmm, uh-huh and their spellings) are removed, then
 Whisper's English text normaliser (lowercase, punctuation and hyphens to spaces, numbers and spellings
 standardised, contractions expanded), then "ok" → "okay". Lexical backchannels ("yeah", "okay") and both halves of
@@ -697,8 +698,8 @@ Spanish are not shipped here, so they have no English reference.
 def check(files: dict[str, dict]) -> None:
     """Offline faster-whisper (Whisper base) on every file: a dialogue's WER vs its reference (the benchmark's
     normalisation), greedy and beam 5; a language-ID utterance's detected language."""
-    from bench.conversation_bench import ConversationWER
-    from engine.asr.streaming import FasterWhisperBackend
+    from bench.conversation_scoring import ConversationWER
+    from engine.asr.faster_whisper_backend import FasterWhisperBackend
     from engine.config import load_config
     from engine.runtime import Runtime
 

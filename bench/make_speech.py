@@ -444,7 +444,7 @@ def check(files: dict[str, tuple[np.ndarray, str]]) -> None:
 
     from engine.config import load_config
     from engine.runtime import Runtime
-    from engine.asr.streaming import FasterWhisperBackend
+    from engine.asr.faster_whisper_backend import FasterWhisperBackend
 
     norm = EnglishTextNormalizer({})
     cfg = load_config()

@@ -148,11 +148,14 @@ def _divergence(lm, prompt_tokens, a: list[int], b: list[int]) -> dict | None:
 
 
 def run(args) -> dict:
+    from bench.settings import fill_from_config
     from engine.config import load_config
     from engine.answer.predictive import PredGen
     from engine.runtime import Runtime
 
     cfg = load_config(args.config, {"llm_target": args.model} if args.model else None, args.set)
+    fill_from_config(args, cfg, {"top_k": "llm.predgen_top_k", "budget": "llm.predgen_tokens_per_update",
+                                 "speculation_threads": "llm.predgen_speculation_threads"})
     rt = Runtime(cfg, progress=True)
     if args.backend == "torch":  # the same weights on an adapter whose batched and sequential logits agree
         from engine.llm.torch_lm import TorchCausalLM
@@ -169,7 +172,7 @@ def run(args) -> dict:
         print(f"skipped stream {s['prompt'][:60]!r}: {s['reason']}", flush=True)
     if not streams:
         raise SystemExit(f"no usable stream in {args.stream or args.prompts} ({len(skipped)} skipped)")
-    threads = cfg.llm.predgen_speculation_threads if args.speculation_threads is None else args.speculation_threads
+    threads = args.speculation_threads
     system = cfg.llm.system_prompt
     results: dict[str, list[dict]] = {}
     for method in ["cascade", *[m for m in args.methods if m != "cascade"]]:
@@ -240,9 +243,11 @@ def main(argv=None) -> int:
     p.add_argument("--methods", nargs="+", default=["cascade_prefill", "greedy", "top_k", "reflection"],
                    help="compared with the cascade: cascade_prefill, greedy, top_k, reflection, biased")
     p.add_argument("--speculation-threads", type=int, default=None,
-                   help="LLM threads while the user speaks, every method alike (default: llm.predgen_speculation_threads)")
-    p.add_argument("--top-k", type=int, default=3)
-    p.add_argument("--budget", type=int, default=8, help="tokens per speculative update")
+                   help="LLM threads while the user speaks, every method alike "
+                        "(default: llm.predgen_speculation_threads)")
+    p.add_argument("--top-k", type=int, default=None, help="the top-k verifier's k (default: llm.predgen_top_k)")
+    p.add_argument("--budget", type=int, default=None,
+                   help="tokens per speculative update (default: llm.predgen_tokens_per_update)")
     p.add_argument("--max-tokens", type=int, default=48, help="answer length generated per turn")
     p.add_argument("--backend", choices=["local", "torch"], default="local",
                    help="(remote: `specvoice bench predgen --backend remote`, bench/remote_bench.py); torch: the "

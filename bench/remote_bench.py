@@ -31,10 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.settings import fill_from_config
+
 HERE = Path(__file__).resolve().parent
+# options left unset take these settings of the loaded configuration (--config, --set)
+CONFIG_DEFAULTS = {"top_n": "llm.remote_top_n", "budget": "llm.predgen_tokens_per_update", "n_ctx": "llm.n_ctx",
+                   "speculation_threads": "llm.predgen_speculation_threads"}
 
 
-def start_llama_server(gguf: str, threads: int = 1, n_ctx: int = 4096, timeout_s: float = 300.0):
+def start_llama_server(gguf: str, threads: int, n_ctx: int, timeout_s: float = 300.0):
     """``python -m llama_cpp.server --logits_all true`` on a free 127.0.0.1 port (it inherits this process's
     niceness). Returns (process, url).
 
@@ -276,6 +281,7 @@ def run_costs(args, rep: dict) -> dict:
     from engine.runtime import Runtime
 
     cfg = load_config(args.config, None, args.set)
+    fill_from_config(args, cfg, CONFIG_DEFAULTS)
     gguf = str(Runtime(cfg, progress=True).model(args.role).path)
     proc, url = (None, args.base_url) if args.base_url else start_llama_server(gguf, args.server_threads, args.n_ctx)
     try:
@@ -306,6 +312,7 @@ def run(args) -> dict:
 
     t_start = time.perf_counter()
     cfg = load_config(args.config, None, args.set)
+    fill_from_config(args, cfg, CONFIG_DEFAULTS)
     rt = Runtime(cfg, progress=True)
     gguf = str(rt.model(args.role).path)
     streams, skipped = load_streams(args.stream, args.n)
@@ -376,14 +383,16 @@ def main(argv=None) -> int:
     p.add_argument("--served-model", help="model name for OpenAI requests (default: the server's first)")
     p.add_argument("--tokenizer", help="the served model's tokenizer (.gguf or directory; default: the role's GGUF)")
     p.add_argument("--api-key-env", help="environment variable holding the server's API key")
-    p.add_argument("--top-n", type=int, default=5, help="log-probs per position")
-    p.add_argument("--budget", type=int, default=8, help="tokens per speculative update")
+    p.add_argument("--top-n", type=int, default=None, help="log-probs per position (default: llm.remote_top_n)")
+    p.add_argument("--budget", type=int, default=None,
+                   help="tokens per speculative update (default: llm.predgen_tokens_per_update)")
     p.add_argument("--max-tokens", type=int, default=48, help="answer length generated per turn")
-    p.add_argument("--n-ctx", type=int, default=4096)
+    p.add_argument("--n-ctx", type=int, default=None, help="context length of both backends (default: llm.n_ctx)")
     p.add_argument("--server-threads", type=int, default=0,
                    help="threads of the started llama_cpp.server (0 = all cores, as the in-process final step)")
     p.add_argument("--local-threads", type=int, default=0, help="threads of the in-process model (0 = all cores)")
-    p.add_argument("--speculation-threads", type=int, default=0, help="PredGen speculation threads (0 = as loaded)")
+    p.add_argument("--speculation-threads", type=int, default=None,
+                   help="PredGen speculation threads, 0 = as loaded (default: llm.predgen_speculation_threads)")
     p.add_argument("--timeout", type=float, default=300.0, help="per-request time-out, seconds")
     p.add_argument("--no-tts", action="store_true", help="no speech synthesis (audio latency = TTFS)")
     p.add_argument("--config")

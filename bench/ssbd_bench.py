@@ -6,7 +6,8 @@ Like the paper's Tables 3–4 (ssbd_live_translation.txt). Inputs:
     (b) a partial-transcript stream file (PredGen's simulated-inputs format, e.g. bench/data/mtbench_asr_partials.json):
         no references, so NE, speed and acceptance only.
 Per configuration: BLEU, chrF, NE (Eq. 4 over displayed outputs), A/D, A/O, output tokens/s, total compute and
-speed-up vs AR. Display-only mask-k changes only what is shown, so its rows reuse the β = 0.2 run's outputs.
+speed-up vs AR. The mask-k rows run at the product's β (``caption.beta``); display-only mask-k changes only what is
+shown, so its rows reuse that β's run's outputs.
 
 Run: ``specvoice bench ssbd [--n 15] [--stream FILE]``. JSON out.
 """
@@ -54,6 +55,7 @@ def run_stream(tr, sources: list[str]) -> dict:
 def main(argv=None) -> int:
     import sacrebleu
 
+    from bench.settings import fill_from_config
     from engine.config import load_config
     from engine.runtime import Runtime
     from engine.translate.biased_retranslation import ARRetranslator, SSBDTranslator, mask_tail
@@ -68,11 +70,14 @@ def main(argv=None) -> int:
     p.add_argument("--ks", nargs="+", type=int, default=[3, 5])
     p.add_argument("--role", default="llm_target")
     p.add_argument("--model", help="a GGUF path or hub id for the llm_target role")
-    p.add_argument("--max-tokens", type=int, default=96)
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="longest translation of one update (default: caption.max_tokens)")
     p.add_argument("--out", default="bench/results/ssbd.json")
     args = p.parse_args(argv)
 
     cfg = load_config(None, {"llm_target": args.model} if args.model else None)
+    fill_from_config(args, cfg, {"max_tokens": "caption.max_tokens"})
+    beta = cfg.caption.beta
     rt = Runtime(cfg)
     lm = rt.llm(args.role)
     if args.stream:
@@ -84,7 +89,7 @@ def main(argv=None) -> int:
     configs = [("ar", lambda: ARRetranslator(lm, args.to, args.max_tokens, mask_k=0))]
     configs += [(f"ssbd_beta{b}", (lambda b=b: SSBDTranslator(lm, args.to, args.max_tokens, b, 0, True)))
                 for b in args.betas]
-    configs += [(f"ssbd_beta0.2_mask{k}", (lambda k=k: SSBDTranslator(lm, args.to, args.max_tokens, 0.2, k, False)))
+    configs += [(f"ssbd_beta{beta}_mask{k}", (lambda k=k: SSBDTranslator(lm, args.to, args.max_tokens, beta, k, False)))
                 for k in args.ks]
     runs: dict[str, list[dict]] = {}
     for name, make in configs:
@@ -93,8 +98,8 @@ def main(argv=None) -> int:
         for i, (sources, _) in enumerate(items):
             runs[name].append(run_stream(tr, sources))
         print(f"{name}: {sum(r['compute_s'] for r in runs[name]):.1f} s", flush=True)
-    # display-only mask-k: the β=0.2 outputs, tails hidden on screen
-    base = "ssbd_beta0.2" if "ssbd_beta0.2" in runs else next(n for n in runs if n.startswith("ssbd"))
+    # display-only mask-k: the product β's outputs, tails hidden on screen
+    base = f"ssbd_beta{beta}" if f"ssbd_beta{beta}" in runs else next(n for n in runs if n.startswith("ssbd"))
     for k in args.ks:
         rows = []
         for r in runs[base]:

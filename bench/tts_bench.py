@@ -33,12 +33,15 @@ once, to cut the voice's sub-graphs (``pip install -e ".[train]"``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.settings import default_of
 
 HERE = Path(__file__).resolve().parent
 MULTI30K = HERE / "data" / "text" / "multi30k"  # shipped (bench/data/text/SOURCES.md)
@@ -121,7 +124,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="specvoice bench tts", description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--methods", default="ar,sd,ssd,pcg0.38,pcg0.42,pcg0.45")
-    ap.add_argument("--lookahead", type=int, default=3)
+    ap.add_argument("--lookahead", type=int, default=default_of("tts.lookahead"), help="L_d (default: tts.lookahead)")
     ap.add_argument("--val", type=int, default=30, help="validation sentences for choosing PCG's θ and L_d (0: skip)")
     ap.add_argument("--select-thetas", default="0.3,0.38,0.42,0.45,0.5")
     ap.add_argument("--select-lookaheads", default="2,3,4")
@@ -139,10 +142,10 @@ def main(argv=None) -> int:
 
     from engine.config import load_config
     from engine.devices import resolve_device
-    from engine.speech.coarse_grained_sampling import CodecTTS
+    from engine.synthesis.codec_tts import CodecTTS
 
     cfg = load_config()
-    tts = CodecTTS(lookahead=a.lookahead, cache_dir=cfg.cache_dir(), threads=a.threads)
+    tts = CodecTTS(dataclasses.replace(cfg.tts, lookahead=a.lookahead), cache_dir=cfg.cache_dir(), threads=a.threads)
     device = resolve_device(a.device, "tts")
     tts.voice.to(device)
     if a.temperature is not None:
@@ -184,7 +187,7 @@ def main(argv=None) -> int:
         teacher = [next(iter(pv.synthesize(s))).audio_float_array for s in sents]  # the first chunk, as above
         t_wer, t_cer, _ = score(teacher)
         results["piper_teacher"] = {"wer": t_wer, "cer": t_cer}
-    from tts.codec_lm import ASSET_DIR
+    from engine.synthesis.codec_lm import ASSET_DIR
 
     cond = tts.voice.conditioning(max(ids, key=len))
     backend = "onnx" if device == "cpu" else "torch"
@@ -249,8 +252,9 @@ def verification_cost(lm, cond: np.ndarray, sizes=(1, 2, 4, 8), context: int = 1
     and of one draft step (1 token), median over ``reps`` (interleaved, so load changes hit every size alike):
     {"target_ms": {k: ms}, "target_ratio": {k: ms / ms(1)}, "target_gflops": {k: linear-layer GFLOP/s},
     "draft_ms", "draft_ratio"} — the cost model of speculative decoding (a round of L_d drafts costs
-    L_d·draft + target(L_d + 1)). ``backend``/``threads``: :class:`tts.codec_lm.CodecLMSession`'s."""
-    from tts.codec_lm import CodecLMSession
+    L_d·draft + target(L_d + 1)). ``backend``/``threads``:
+    :class:`engine.synthesis.codec_lm_session.CodecLMSession`'s."""
+    from engine.synthesis.codec_lm_session import CodecLMSession
 
     rng = np.random.default_rng(0)
     toks = [int(t) for t in rng.integers(0, lm.bos, context + max(sizes))]
@@ -287,7 +291,7 @@ def matmul_gflops(lm, sizes=(1, 2, 4, 8, 16), reps: int = 30) -> dict:
     import onnxruntime as ort
     import torch
 
-    from tts.codec_lm import OnnxGraph
+    from engine.synthesis.codec_lm_onnx import OnnxGraph
 
     layers = _linear_layers(lm)
     fl = flops_per_token(lm)
@@ -359,12 +363,13 @@ def stages(a) -> int:
     import torch
 
     from engine.config import load_config
-    from engine.speech.coarse_grained_sampling import CodecTTS, ar_generate
-    from tts.codec_lm import ASSET_DIR, frame_conditioning
+    from engine.synthesis.coarse_grained_sampling import ar_generate
+    from engine.synthesis.codec_lm import ASSET_DIR, frame_conditioning
+    from engine.synthesis.codec_tts import CodecTTS
 
     torch.set_num_threads(1)
     cfg = load_config()
-    tts = CodecTTS(cache_dir=cfg.cache_dir())
+    tts = CodecTTS(cfg.tts, cache_dir=cfg.cache_dir())
     if a.temperature is not None:
         tts.temperature = a.temperature
     sents = sentences(a.n)

@@ -35,7 +35,6 @@ import argparse
 import dataclasses
 import json
 import statistics
-import sys
 import threading
 import time
 from pathlib import Path
@@ -187,7 +186,7 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    from audio.io import AudioError, load_audio
+    from bench.input_audio import decode_all
     from engine.config import load_config
     from engine.runtime import Runtime
 
@@ -209,12 +208,7 @@ def main(argv=None) -> int:
     rt.asr_backend(), rt.vad(), rt.llm()  # load everything before the clock runs
     for meth in args.methods:
         rt.tts(method_config(cfg, meth).tts)
-    audios = {}
-    for f in files:
-        try:
-            audios[f] = load_audio(f)
-        except AudioError as e:
-            print(f"skipped {f}: {e}", file=sys.stderr)
+    audios = decode_all({f: f for f in files}, skip_bad=True)
     # warm-up: one file through the pipeline so first-call costs (thread pools, caches) are not in the numbers
     run_one(rt, cfg, next(iter(audios.values())))
     results: dict[str, list[dict]] = {m: [] for m in args.methods}

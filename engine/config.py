@@ -32,24 +32,18 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from audio.io import SAMPLE_RATE
 from engine.core.events import PARTIAL_SOURCES
-from engine.translate.languages import LANGUAGES, language_code
+from engine.translate.languages import LANGUAGES, WHISPER_NAMES, language_code
 
 ROLES = ("asr_target", "asr_draft", "llm_target", "llm_draft", "tts_voice", "vad")
 
 #: ``auto | cpu | cuda``: where a stage runs; auto = CUDA when present, else the CPU
 DEVICES = ("auto", "cpu", "cuda")
 
-#: the language codes of the multilingual Whisper models (tokenizer order: most training data first); ``yue`` is
-#: a large-v3 token only and is left out, since the shipped base model has no such token
-WHISPER_LANGUAGES = (
-    "en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv", "it", "id", "hi", "fi",
-    "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no", "th", "ur", "hr", "bg", "lt", "la", "mi", "ml",
-    "cy", "sk", "te", "fa", "lv", "bn", "sr", "az", "sl", "kn", "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs",
-    "kk", "sq", "sw", "gl", "mr", "pa", "si", "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu", "am",
-    "yi", "lo", "uz", "fo", "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl", "mg", "as", "tt", "haw", "ln",
-    "ha", "ba", "jw", "su",
-)
+#: the language codes of the multilingual Whisper models (tokenizer order: most training data first; no ``yue``,
+#: which the shipped base model has no token for)
+WHISPER_LANGUAGES = tuple(WHISPER_NAMES)
 
 #: CTranslate2 compute types (``ctranslate2.get_supported_compute_types`` names, plus auto/default)
 COMPUTE_TYPES = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32",
@@ -203,6 +197,17 @@ class Setting:
         return f"{self.key} ({', '.join(parts)}): {self.help}"
 
 
+def cache_dir(configured: str = "") -> Path:
+    """The folder for joined, downloaded and training-data files: ``configured`` (``models.cache_dir``) when set,
+    else ``$SPECVOICE_CACHE`` when set and non-empty, else ``~/.cache/specvoice``; ``~`` is expanded.
+
+    The one place that resolves it, so the runtime, the training scripts and the TTS code agree on the folder.
+    The folder is not created.
+    """
+    d = configured or os.environ.get("SPECVOICE_CACHE") or "~/.cache/specvoice"
+    return Path(d).expanduser()
+
+
 def _num(x: float) -> str:
     return f"{x:g}"
 
@@ -246,7 +251,7 @@ class ModelsConfig:
 
 @dataclass(frozen=True)
 class AudioConfig:
-    sample_rate: int = setting(16000, label="Sample rate", unit="Hz", choices=(16000,),
+    sample_rate: int = setting(SAMPLE_RATE, label="Sample rate", unit="Hz", choices=(SAMPLE_RATE,),
                                help="The rate every engine consumes; inputs are resampled to it.")
     block_s: float = setting(0.1, label="Audio block", unit="s", range=(0.02, 1.0),
                              help="Seconds per microphone / file block: the pace of the live loop.")
@@ -468,8 +473,8 @@ class AsrConfig:
                                      help="SpecASR §IV-A: longest draft.")
     specasr_tree: bool = setting(True, label="SpecASR sparse tree",
                                  help="SpecASR §IV-C: two-pass sparse token tree on/off.")
-    # Second pass and language identification (engine/asr/streaming.py OfflineWindowPass, SecondPass,
-    # SessionLanguage)
+    # Second pass and language identification (engine/asr/offline_window_pass.py OfflineWindowPass,
+    # engine/asr/second_pass.py SecondPass, engine/asr/language_id.py SessionLanguage)
     revise_max_s: float = setting(24.0, label="Second pass window", unit="s", range=(0.0, 28.0),
                                   help="Re-decode finished speech while the process is idle and revise its text (a "
                                        "RevisedTranscript event); 0 = off, else at least 4 s: with revise_mode = "
@@ -717,8 +722,8 @@ class Config:
     audio: AudioConfig = section(AudioConfig, "Devices")
 
     def cache_dir(self) -> Path:
-        d = self.models.cache_dir or os.environ.get("SPECVOICE_CACHE") or "~/.cache/specvoice"
-        return Path(d).expanduser()
+        """The cache folder of this configuration (:func:`cache_dir` of ``models.cache_dir``)."""
+        return cache_dir(self.models.cache_dir)
 
     def get(self, key: str) -> Any:
         """The value of ``section.name``. Raises ConfigError for an unknown key."""

@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from engine.config import Config, spoken_languages
+from engine.config import Config
 from engine.models import ResolvedModel, resolve
 
 
@@ -64,10 +64,13 @@ class Runtime:
         if a.method in ("ar", "ssd") and (a.method == "ar" or a.ssd_engine == "ct2"):
             def build_ct2():
                 from engine.asr.ctc_self_speculative import SSDCT2Backend
+                from engine.asr.whisper_ar import WhisperARBackend
 
-                return SSDCT2Backend(self.whisper_ssd(), a.tau_ctc, a.tau_slm, speculate=a.method == "ssd",
-                                     window=self.window_policy(), guard=self.decode_guard(), beam_size=a.beam_size,
-                                     final_beam_size=a.final_beam_size)
+                if a.method == "ssd":
+                    return SSDCT2Backend(self.whisper_ssd(), a.tau_ctc, a.tau_slm, window=self.window_policy(),
+                                         guard=self.decode_guard(), beam_size=a.beam_size)
+                return WhisperARBackend(self.whisper_ssd(), window=self.window_policy(), guard=self.decode_guard(),
+                                        beam_size=a.beam_size, final_beam_size=a.final_beam_size)
 
             key = f"asr:{a.method}:ct2:{a.model_role}:{a.tau_ctc}:{a.tau_slm}:{a.beam_size}:{a.final_beam_size}"
             return self._get(f"{key}:{self.window_policy()}:{self.decode_guard()}", build_ct2)
@@ -97,29 +100,14 @@ class Runtime:
         backend, VAD and update policy: what ``transcribe``/``assist``/``caption``, the GUI and the benchmarks
         all run. ``emit`` receives the :mod:`engine.core.events` events (from the ASR thread); ``use_vad=False``: the
         whole stream is one utterance (push-to-talk)."""
-        from engine.pipeline import StreamingTranscriber
-
-        from engine.asr.streaming import SessionLanguage
+        from engine.asr.language_id import SessionLanguage
+        from engine.asr.transcriber import StreamingTranscriber
 
         a = self.cfg.asr
-        lang = (SessionLanguage(a.language_switch_p, a.language_switch_min_s, a.language_agree_p,
-                                 memory=a.language_memory, languages=spoken_languages(a.languages),
-                                 pool=a.language_pool)
-                if a.language == "auto" else None)
-        return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit,
-                                    a.min_chunk_s, a.buffer_trim_s, final_full=a.final_full,
-                                    pre_roll_s=a.pre_roll_s, context_gap_s=a.context_gap_s,
-                                    context_prefix=a.context_prefix, align_final=a.align_final,
-                                    context_repeat_words=a.context_repeat_words,
-                                    partial_retry=a.partial_retry, final_retry=a.final_retry,
-                                    hold_at_silence=a.hold_at_silence, yield_to_pause=a.yield_to_pause,
-                                    final_piece_s=a.final_piece_s, trim_latest=a.trim_latest,
-                                    trim_overlap_s=a.trim_overlap_s, session_language=lang,
-                                    revise_max_s=a.revise_max_s, revise_gap_s=a.revise_gap_s,
-                                    revise_context_s=a.revise_context_s,
-                                    revise_idle_cores=a.revise_idle_cores,
-                                    revise_backend=self.revise_backend if a.revise_max_s > 0 else None,
-                                    revise_mode=a.revise_mode)
+        lang = SessionLanguage(a) if a.language == "auto" else None
+        return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit, a,
+                                    session_language=lang,
+                                    revise_backend=self.revise_backend if a.revise_max_s > 0 else None)
 
     def revise_backend(self):
         """The second pass's decoder (``asr.revise_max_s``): greedy AR on the padded 30 s window, as an offline
@@ -130,8 +118,9 @@ class Runtime:
         a = self.cfg.asr
 
         def build():
-            from engine.asr.ctc_self_speculative import SSDCT2Backend, WhisperSSD
-            from engine.asr.streaming import FasterWhisperBackend
+            from engine.asr.whisper_ssd import WhisperSSD
+            from engine.asr.faster_whisper_backend import FasterWhisperBackend
+            from engine.asr.whisper_ar import WhisperARBackend
             from engine.asr.window import WindowPolicy
             from engine.devices import device_setting, resolve_device
 
@@ -143,7 +132,7 @@ class Runtime:
             padded = WindowPolicy("padded")
             m = WhisperSSD(self.model(a.model_role).path, device=dev, compute_type=a.compute_type,
                            cpu_threads=a.cpu_threads, language=a.language, window=padded, lid_head=a.language_head)
-            return SSDCT2Backend(m, speculate=False, window=padded, guard=self.decode_guard())
+            return WhisperARBackend(m, window=padded, guard=self.decode_guard(), final_beam_size=1)
 
         return self._get(f"asr:revise:{a.model_role}:{a.language}:{a.revise_timestamps or a.revise_mode == 'offline'}:"
                          f"{self.decode_guard()}", build)
@@ -170,7 +159,7 @@ class Runtime:
         role = role or a.model_role
 
         def build():
-            from engine.asr.ctc_self_speculative import WhisperSSD
+            from engine.asr.whisper_ssd import WhisperSSD
             from engine.devices import device_setting, resolve_device
 
             dev = resolve_device(device_setting(self.cfg, "asr"), "asr", "ctranslate2")
@@ -217,9 +206,11 @@ class Runtime:
     def turn_detector(self):
         """The Smart Turn v3.2 end-of-turn model (assets/smart_turn, onnxruntime)."""
         from audio.turn import TurnDetector
+        from engine.core.cpu import int8_gemm_saturates
 
         d = self.cfg.duplex
-        return self._get(f"turn:{d.turn_threshold}", lambda: TurnDetector(threshold=d.turn_threshold))
+        return self._get(f"turn:{d.turn_threshold}", lambda: TurnDetector(threshold=d.turn_threshold,
+                                                                          exact_int8=int8_gemm_saturates()))
 
     def echo_source(self, source, on_barge_in=None):
         """Wrap a microphone source with WebRTC echo cancellation (``duplex.echo_cancellation``).
@@ -303,13 +294,11 @@ class Runtime:
         if t.engine == "codec":
             def build_codec():
                 from engine.devices import resolve_device
-                from engine.speech.coarse_grained_sampling import CodecTTS
+                from engine.synthesis.codec_tts import CodecTTS
 
                 dev = resolve_device(getattr(t, "device", "auto"), "tts")
                 m = self.model("tts_voice")  # this runtime's voice (--model, models.dir), not a fresh config's
-                voice = CodecTTS(method=t.codec_method, theta=t.theta, lookahead=t.lookahead,
-                                 temperature=t.temperature, cache_dir=self.cfg.cache_dir(), voice_model=m.path,
-                                 voice_config=m.config)
+                voice = CodecTTS(t, cache_dir=self.cfg.cache_dir(), voice_model=m.path, voice_config=m.config)
                 voice.voice.to(dev)  # the codec LM in torch on CUDA; on the CPU its ONNX Runtime sessions
                 return voice
 
@@ -319,12 +308,35 @@ class Runtime:
             raise ValueError(f"unknown TTS engine {t.engine!r} (piper, codec)")
 
         def build():
-            from tts.piper_tts import PiperTTS
+            from engine.synthesis.piper_tts import PiperTTS
 
             m = self.model("tts_voice")
             return PiperTTS(m.path, m.config, length_scale=t.length_scale)
 
         return self._get(f"tts:piper:{t.length_scale}", build)
+
+    def reconfigured(self, cfg: Config) -> "Runtime":
+        """The runtime for new settings ``cfg``: this one (with ``cfg``) when no model changes, else a new one that
+        keeps every loaded model whose role, file and load settings are unchanged (the rest load on next use)."""
+        old = self.cfg
+        if cfg.models == old.models and cfg.asr.model_role == old.asr.model_role and cfg.llm == old.llm \
+                and cfg.tts == old.tts and cfg.asr.compute_type == old.asr.compute_type:
+            self.cfg = cfg
+            return self
+        rt = Runtime(cfg, progress=self.progress)
+        same_asr = cfg.models == old.models and cfg.asr.model_role == old.asr.model_role \
+            and cfg.asr.compute_type == old.asr.compute_type
+        for key, obj in self._cache.items():
+            if key.startswith("llm:") and cfg.models.llm_target == old.models.llm_target \
+                    and cfg.llm.n_ctx == old.llm.n_ctx:
+                rt._cache[key] = obj
+            if key.startswith("tts:") and cfg.models.tts_voice == old.models.tts_voice \
+                    and cfg.tts.length_scale == old.tts.length_scale:
+                rt._cache[key] = obj
+            if key.startswith(("asr:", "whisper_ssd:", "torch_whisper:")) and same_asr:
+                rt._cache[key] = obj
+        rt.resolved.update({r: m for r, m in self.resolved.items() if getattr(cfg.models, r) == getattr(old.models, r)})
+        return rt
 
     def describe(self) -> dict:
         return {r: {"path": str(m.path), "source": m.source, "kind": m.kind} for r, m in self.resolved.items()}

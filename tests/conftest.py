@@ -15,6 +15,12 @@ QUESTION = ROOT / "assets" / "question.wav"
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
+@pytest.fixture(autouse=True)
+def _journal_in_tmp(tmp_path, monkeypatch):
+    """A desktop session started without a window journals into the test's folder, never the user's."""
+    monkeypatch.setenv("SPECVOICE_JOURNAL", str(tmp_path / "journal-default.jsonl"))
+
+
 @pytest.fixture(scope="session")
 def jfk_path() -> Path:
     assert JFK.is_file(), f"{JFK} is committed to the repository; it is missing from this checkout"

@@ -19,7 +19,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QSettings  # noqa: E402
 
 from engine.config import Config  # noqa: E402
-from engine.core.events import Caption  # noqa: E402
+from engine.core.events import AsrMetrics, Caption, CaptionMetrics, SpokenAnswerMetrics, TurnMetrics  # noqa: E402
+from engine.journal import Journal  # noqa: E402
 
 from .conftest import QUESTION, ROOT  # noqa: E402
 
@@ -323,7 +324,7 @@ def bare_window(qtbot, tmp_path, monkeypatch):
     from app.main_window import MainWindow
 
     ctl = EngineController(Config().with_overrides({"audio": {"output_device": "none"}}))
-    monkeypatch.setattr(ctl, "load", lambda mode="assistant": None)
+    monkeypatch.setattr(ctl, "load", lambda mode="assist": None)
     started = []
     monkeypatch.setattr(ctl, "start", lambda opts: started.append(opts) or True)
     w = MainWindow(ctl, QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat),
@@ -365,21 +366,21 @@ def test_no_playback_writes_the_answer_audio_to_a_wav_shown_in_the_window(bare_w
 
 
 def test_metrics_reset_at_a_session_start_and_the_plot_accumulates(bare_window):
-    from app.main_window import LatencyPlot
+    from app.metrics_panel import LatencyPlot
 
     w = bare_window
     w.handsfree.setChecked(True)
-    w.ctl.metrics.emit({"kind": "asr", "rtf": 0.4})
-    w.ctl.metrics.emit({"kind": "answer", "utterance": 1, "ttfs_s": 1.2, "first_audio_s": 1.9, "nfetfs": 1,
-                        "presynth_used": True, "accepted_tokens": 14})
+    w.ctl.metrics.emit(AsrMetrics(0.4))
+    w.ctl.metrics.emit(SpokenAnswerMetrics(1, 1.2, 1.9, nfetfs=1, presynth_used=True, accepted_tokens=14,
+                                           tokens_per_s=20.0))
     assert w.m_audio.text() == "1.90 s" and w.m_rtf.text() == "0.40× real time"
     w.ctl.session_ended.emit()
     w.handsfree.setChecked(False)
     w.handsfree.setChecked(True)  # the next session: nothing of the previous one is shown as current
     assert len(w.started) == 2
     assert all(getattr(w, a).text() == "–" for a in ("m_rtf", "m_ttfs", "m_audio", "m_accept", "m_turn"))
-    w.ctl.metrics.emit({"kind": "answer", "utterance": 1, "ttfs_s": 0.8, "first_audio_s": 3.1, "nfetfs": 3,
-                        "presynth_used": False, "accepted_tokens": 2})
+    w.ctl.metrics.emit(SpokenAnswerMetrics(1, 0.8, 3.1, nfetfs=3, presynth_used=False, accepted_tokens=2,
+                                           tokens_per_s=20.0))
     # the plot keeps every turn across sessions: turns on x, seconds on y, both axes labelled
     assert w.plot.points == [(1, 1.9), (2, 3.1)]
     assert (LatencyPlot.X_LABEL, LatencyPlot.Y_LABEL) == ("turn", "seconds") and w.plot.y_top() == 4.0
@@ -390,7 +391,7 @@ def test_metrics_reset_at_a_session_start_and_the_plot_accumulates(bare_window):
 def test_metrics_have_plain_labels_units_and_definitions(bare_window):
     from PySide6.QtWidgets import QFormLayout, QLabel
 
-    from app.main_window import METRICS
+    from app.metrics_panel import METRICS
 
     w = bare_window
     form = w.m_rtf.parentWidget().layout()
@@ -406,12 +407,11 @@ def test_metrics_have_plain_labels_units_and_definitions(bare_window):
     assert "draft tokens kept" in METRICS["m_accept"][1] and "NFETFS = 1" in METRICS["m_accept"][1]
     assert "Answer started before you finished" in METRICS["m_accept"][1]
     assert "seconds" in METRICS["m_ttfs"][1].lower() and "seconds" in METRICS["m_audio"][1].lower()
-    w.ctl.metrics.emit({"kind": "answer", "utterance": 1, "ttfs_s": 1.25, "first_audio_s": 1.5, "nfetfs": 1,
-                        "presynth_used": True, "accepted_tokens": 14})
+    w.ctl.metrics.emit(SpokenAnswerMetrics(1, 1.25, 1.5, nfetfs=1, presynth_used=True, accepted_tokens=14,
+                                           tokens_per_s=20.0))
     assert w.m_ttfs.text() == "1.25 s" and "answer started before you finished" in w.m_accept.text()
     assert "14 draft tokens kept" in w.m_accept.text()
-    w.ctl.metrics.emit({"kind": "caption", "utterance": 1, "ne": 0.25, "acceptance": 0.8, "accepted_share": 0.6,
-                        "tokens_per_s": 9.0})
+    w.ctl.metrics.emit(CaptionMetrics(1, ne=0.25, acceptance=0.8, accepted_share=0.6, tokens_per_s=9.0))
     assert "80% of draft tokens kept" in w.m_accept.text() and "0.25 words" in w.m_ne.text()
 
 
@@ -419,6 +419,8 @@ def test_export_confirms_the_path(bare_window, tmp_path, monkeypatch):
     import app.main_window as mw
 
     w = bare_window
+    # what a session does with a final: journal it (the export's source), then show it
+    Journal(w.history.path).start("app").user(1, "Hello there", 0.5, 1.7)
     w.ctl.final.emit(1, "Hello there", 0.5, 1.7)
     target = tmp_path / "conversation.txt"
     shown = []
@@ -441,12 +443,11 @@ def test_no_layout_jump_when_lines_appear(bare_window, qtbot):
                                        w.m_turn, w.m_accept, w.input_pick])}
 
     before = geometry()
-    w.ctl.metrics.emit({"kind": "turn", "utterance": 12, "rule": "smart_turn", "t": 3.0, "p_complete": 0.31,
-                        "complete": False, "final": False})
+    w.ctl.metrics.emit(TurnMetrics(12, "smart_turn", 3.0, p_complete=0.31, complete=False, final=False))
     w.ctl.partial.emit(12, "I work from home and my phone keeps distracting me, can you give me a quick tip "
                            "for staying focused while", " I am working")
-    w.ctl.metrics.emit({"kind": "answer", "utterance": 12, "ttfs_s": 1.2, "first_audio_s": 1.9, "nfetfs": 4,
-                        "presynth_used": False, "accepted_tokens": 123})
+    w.ctl.metrics.emit(SpokenAnswerMetrics(12, 1.2, 1.9, nfetfs=4, presynth_used=False, accepted_tokens=123,
+                                           tokens_per_s=20.0))
     w.ctl.barge_in.emit(12.5, "double_talk")
     w.ctl.models_ready.emit({})
     qtbot.wait(50)
@@ -461,7 +462,7 @@ def test_missing_microphone_is_named_in_the_status_and_the_input_list(qtbot, tmp
 
     monkeypatch.setattr(ctl_mod, "input_devices", lambda: [])
     ctl = EngineController(Config())
-    monkeypatch.setattr(ctl, "load", lambda mode="assistant": None)
+    monkeypatch.setattr(ctl, "load", lambda mode="assist": None)
     started = []
     monkeypatch.setattr(ctl, "start", lambda opts: started.append(opts) or True)
     w = MainWindow(ctl, QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat), history_path=tmp_path / "h.jsonl")

@@ -18,7 +18,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QCoreApplication, QSettings  # noqa: E402
 
-from app.journal import read_journal  # noqa: E402
+from engine.journal import read_journal  # noqa: E402
 from engine.config import Config  # noqa: E402
 from engine.core.events import Caption, FinalTranscript, RevisedTranscript, Word  # noqa: E402
 
@@ -33,7 +33,7 @@ def _window(qtbot, tmp_path, monkeypatch, overrides=None):
 
     cfg = Config().with_overrides({"audio": {"output_device": "none"}, **(overrides or {})})
     ctl = EngineController(cfg)
-    monkeypatch.setattr(ctl, "load", lambda mode="assistant": None)
+    monkeypatch.setattr(ctl, "load", lambda mode="assist": None)
     monkeypatch.setattr(ctl, "start", lambda opts: True)
     w = MainWindow(ctl, QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat),
                    history_path=tmp_path / "history.jsonl")

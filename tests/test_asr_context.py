@@ -8,12 +8,15 @@ import jiwer
 import numpy as np
 import pytest
 
-from engine.asr.streaming import BackendResult, SecondPass, SpokenUtterance, assign_words
+from engine.asr.backend import BackendResult
+from engine.asr.second_pass import SecondPass, SpokenUtterance, assign_words
+from engine.config import Config
 from engine.core.events import FinalTranscript, RevisedTranscript, Word
 
 from .conftest import JFK_TEXT, ROOT
 
 HESITATION = ROOT / "tests" / "data" / "hesitation_en.flac"  # tests/data/make_speech.py
+ASR = Config().asr  # the product's settings: the second passes here are built from them
 
 
 def W(text, t0, step=0.4):
@@ -29,6 +32,8 @@ class ScriptedDecoder:
     """Returns a fixed decode (times relative to the window) and records what it was asked."""
 
     name = "scripted"
+    supports_draft = True  # its transcribe_final takes the draft and the language
+    supports_language = True
 
     def __init__(self, words, doubtful=False, language="en"):
         self.words, self.doubtful, self.language = words, doubtful, language
@@ -45,7 +50,7 @@ def _norm(s):
 
 def test_a_chain_is_decoded_once_when_the_pause_after_it_completes_it_and_each_utterance_gets_its_words():
     dec = ScriptedDecoder(W("i think we should move the meeting to next thursday afternoon", 0.3))
-    sp = SecondPass(dec, max_s=24.0, gap_s=2.0, context="Hello there.")
+    sp = SecondPass(dec, ASR, context="Hello there.")
     sp.add(U(3, "i think we should move the meeting too", 0.3))  # ends at 3.1
     sp.add(U(4, "next thursday afternoon", 3.5))  # a 0.4 s pause: the same chain; ends at 4.6
     assert not sp.due(5.2)  # 0.6 s after its end: the next utterance could still join
@@ -65,7 +70,7 @@ def test_a_chain_is_decoded_once_when_the_pause_after_it_completes_it_and_each_u
 
 def test_a_lone_utterance_decoded_whole_is_not_decoded_again_but_a_trimmed_one_is():
     dec = ScriptedDecoder(W("a long utterance", 0.0))
-    sp = SecondPass(dec)
+    sp = SecondPass(dec, ASR)
     sp.add(U(0, "a long utterance", 0.0))
     assert not sp.due(None)
     sp.add(U(1, "a long utterance", 10.0), whole=False)  # its buffer was trimmed while it was spoken
@@ -73,7 +78,7 @@ def test_a_lone_utterance_decoded_whole_is_not_decoded_again_but_a_trimmed_one_i
 
 
 def test_a_long_pause_or_another_language_starts_a_new_chain():
-    sp = SecondPass(ScriptedDecoder([]), gap_s=2.0)
+    sp = SecondPass(ScriptedDecoder([]), ASR)
     sp.add(U(0, "one two", 0.0))
     sp.add(U(1, "three four", 5.0))  # 4 s after: not decoded together
     assert sp.ready is None and [u.index for u in sp.chain] == [1]
@@ -83,7 +88,8 @@ def test_a_long_pause_or_another_language_starts_a_new_chain():
 
 def test_the_length_limit_closes_a_chain_and_lends_its_last_words_as_context_never_revised():
     dec = ScriptedDecoder([])
-    sp = SecondPass(dec, max_s=10.0, gap_s=2.0, left_s=1.0)
+    # a 10 s window, so the fourth utterance closes the chain, and 1 s of context: the last word or two of it
+    sp = SecondPass(dec, dataclasses.replace(ASR, revise_max_s=10.0, revise_context_s=1.0))
     chain = [U(0, "zero zero zero", 0.0, 0.5), U(1, "one two three four five", 2.0, 0.5),
              U(2, "six seven eight nine", 5.0, 0.5)]  # 0.0–6.8, pauses of 0.7 s
     for u in chain:
@@ -107,7 +113,7 @@ def test_the_length_limit_closes_a_chain_and_lends_its_last_words_as_context_nev
 
 def test_a_doubtful_or_shrunken_decode_revises_nothing():
     for dec in (ScriptedDecoder(W("one two changed", 0.0), doubtful=True), ScriptedDecoder(W("one", 0.0))):
-        sp = SecondPass(dec)
+        sp = SecondPass(dec, ASR)
         sp.add(U(0, "one two", 0.0))
         sp.add(U(1, "three four", 1.5))
         assert sp.due(None)
@@ -204,8 +210,8 @@ def test_the_second_pass_decodes_as_offline_whisper_by_default(rt, jfk_audio, ti
     faster-whisper's own timestamped decode (what an offline transcript runs); off with ``chains``, the live decoder
     without timestamp tokens. Both give jfk's text, in the
     language asked for, and judge a decode of noise doubtful or silent (it revises nothing)."""
-    from engine.asr.ctc_self_speculative import SSDCT2Backend
-    from engine.asr.streaming import FasterWhisperBackend
+    from engine.asr.faster_whisper_backend import FasterWhisperBackend
+    from engine.asr.whisper_ar import WhisperARBackend
 
     cfg = rt.cfg
     assert cfg.asr.revise_timestamps
@@ -215,7 +221,7 @@ def test_the_second_pass_decodes_as_offline_whisper_by_default(rt, jfk_audio, ti
         be = rt.revise_backend()
     finally:
         rt.cfg = cfg
-    assert isinstance(be, FasterWhisperBackend if timestamps else SSDCT2Backend)
+    assert isinstance(be, FasterWhisperBackend if timestamps else WhisperARBackend)
     res = be.transcribe_final(jfk_audio, "", language="en") if not timestamps else be.transcribe(jfk_audio, "",
                                                                                                  language="en")
     assert _wer(JFK_TEXT, "".join(w.text for w in res.words)) == 0.0
@@ -235,7 +241,7 @@ def test_second_pass_off_emits_no_revision(rt, jfk_path):
 
 def test_the_journal_and_the_exports_show_the_revised_text(tmp_path: Path):
     from app.export import History, to_srt, to_txt
-    from app.journal import Journal
+    from engine.journal import Journal
 
     j = Journal(tmp_path / "journal.jsonl")
     s = j.start("transcribe", "hesitation.flac")
@@ -345,14 +351,14 @@ def test_no_acoustic_context_under_language_auto_so_each_utterance_is_identified
     window's language would be the previous one's, so under ``asr.language = "auto"`` each utterance's buffer starts
     at its own pre-roll."""
     from audio.sources import ArraySource, AudioBlock
-    from engine.asr.streaming import SessionLanguage
-    from engine.pipeline import UtteranceRecord
+    from engine.asr.language_id import SessionLanguage
+    from engine.asr.transcriber import UtteranceRecord
 
     ring = [AudioBlock(np.zeros(1600, np.float32), 0.1 * i, 0.0) for i in range(100)]  # 0–10 s
-    for session_language, buffer_start in ((None, 4.0), (SessionLanguage(), 6.0 - rt.cfg.asr.pre_roll_s)):
+    for session_language, buffer_start in ((None, 4.0), (SessionLanguage(rt.cfg.asr), 6.0 - rt.cfg.asr.pre_roll_s)):
         tr = rt.transcriber(ArraySource(np.zeros(16000, np.float32), realtime=False), lambda ev: None)
         tr.session_language = session_language
-        assert tr.context_gap_s == rt.cfg.asr.context_gap_s > 0.5
+        assert tr.asr.context_gap_s == rt.cfg.asr.context_gap_s > 0.5
         tr.stats.utterances.append(UtteranceRecord(index=0, t_start=4.0, t_end=5.5))
         _, proc, _ = tr._start(1, 6.0, ring)  # 0.5 s after the previous utterance
         assert proc.buffer_time_offset == pytest.approx(buffer_start)

@@ -321,9 +321,10 @@ def test_ct2_ssd_backend_verifies_the_previous_hypothesis_in_one_pass(runtime, j
 def test_ct2_ssd_backend_without_a_draft_is_its_greedy_ar_baseline(runtime, jfk_audio):
     """The benchmark's same-mode AR baseline: no CTC draft, no align pass; SSD's transcript equals it on jfk."""
     from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.whisper_ar import WhisperARBackend
 
     ws = runtime.whisper_ssd()
-    ar = SSDCT2Backend(ws, 0.7, 0.2, speculate=False).transcribe(jfk_audio)
+    ar = WhisperARBackend(ws).transcribe(jfk_audio)
     assert ar.stats["stage"] == "ar" and ar.stats["draft_tokens"] == 0 and ar.stats["accepted"] == 0
     assert ar.stats["n_forward"] == ar.stats["tokens"] + 1  # one decoder step per token + the end
     ssd = SSDCT2Backend(ws, 0.7, 0.2, use_previous=False).transcribe(jfk_audio)

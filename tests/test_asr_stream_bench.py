@@ -1,9 +1,12 @@
 """The streaming ASR benchmark: its metrics on hand-made strings, and one fast run on jfk.flac."""
 
+import inspect
 import json
 
 import pytest
 
+from audio.io import load_audio
+from audio.sources import FileSource
 from bench.asr_stream_bench import (compression_ratio, erasure, erasure_counts, is_loop, normalized_erasure,
                                     repeated_ngram)
 
@@ -56,13 +59,27 @@ def test_fast_run_on_jfk(tmp_path, jfk_path):
     assert 0 < s["compute_ratio"] < 5
     assert s["encoder_s"] > 0 and s["decoder_s"] > 0
     assert s["wer_vs_beam5"] < 0.2 and s["wer_vs_ref"] < 0.2
-    assert s["final_latency_s"]["n"] >= 1 and s["final_latency_s"]["p50"] >= 0 and s["final_latency_s"]["max"] >= 0
     assert s["ne"] >= 0 and s["loops"] == 0
     f = rep["per_file"][0]
     assert f["file"].endswith("jfk.flac") and f["ref"] and "ask not what your country" in f["offline"]["beam5"]
     m = f["methods"]["ar"]
     assert m["words_emitted"] >= 15 and m["updates"] >= 1 and m["backend_totals"]["decodes"] >= 1
-    assert all(u["final_latency_s"] is None or u["final_latency_s"] >= 0 for u in m["utterance_detail"])
+
+    # The stream's clock: the file plus the silence FileSource appends, to within a block; every utterance (VAD start
+    # to end of speech) lies inside it.
+    block_s, min_silence_s = rep["config"]["audio"]["block_s"], rep["config"]["vad"]["min_silence_s"]
+    trailing_s = inspect.signature(FileSource).parameters["trailing_silence_s"].default
+    duration_s = len(load_audio(jfk_path)) / 16000
+    assert m["audio_s"] == pytest.approx(duration_s + trailing_s, abs=block_s)
+    detail = m["utterance_detail"]
+    assert detail and all(0 <= u["t_start"] < u["t_end"] <= m["audio_s"] for u in detail)
+    # Final latency = the final's wall time − the end of speech's, which is the wall time of the block in which the
+    # VAD called it less the audio in between (at most min_silence_s and a block). So a final comes after its end of
+    # speech and, with the file read as fast as it is decoded, no later than the file's whole run plus that audio.
+    lat = [u["final_latency_s"] for u in detail]
+    assert all(x is not None and 0 <= x <= m["wall_s"] + min_silence_s + block_s for x in lat)
+    fl = s["final_latency_s"]
+    assert fl["n"] == len(lat) and 0 <= fl["p50"] <= fl["p90"] <= fl["max"] == max(lat)
 
 
 def test_the_cpu_model_is_read_for_the_results(tmp_path):
@@ -70,6 +87,7 @@ def test_the_cpu_model_is_read_for_the_results(tmp_path):
     from bench.asr_stream_bench import cpu_model
 
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t: fpu\n")
+    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+                    "flags\t: fpu\n")
     assert cpu_model(info) == "Intel(R) Xeon(R) Processor"
     assert cpu_model(tmp_path / "missing") == ""

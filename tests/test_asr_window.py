@@ -75,10 +75,12 @@ def test_short_context_gives_the_padded_text_on_jfk(runtime, jfk_audio, method):
     """jfk.flac (11 s) in a 15 s window gives the same words as the 30 s padded window, at a fraction of the
     encoder cost."""
     from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.whisper_ar import WhisperARBackend
 
     ws = runtime.whisper_ssd()
-    scaled = SSDCT2Backend(ws, speculate=method == "ssd", window=WindowPolicy())
-    padded = SSDCT2Backend(ws, speculate=method == "ssd", window=WindowPolicy("padded"))
+    backend = SSDCT2Backend if method == "ssd" else WhisperARBackend
+    scaled = backend(ws, window=WindowPolicy())
+    padded = backend(ws, window=WindowPolicy("padded"))
     a, b = scaled.transcribe(jfk_audio), padded.transcribe(jfk_audio)
     assert a.stats["window_s"] == 15.0 and b.stats["window_s"] == 30.0
     assert a.stats["fallback"] == 0 and a.stats["guard"] == ""
@@ -141,10 +143,10 @@ def test_audio_longer_than_a_window_is_decoded_in_pieces(runtime):
     import jiwer
     from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
-    from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.whisper_ar import WhisperARBackend
 
     audio, ref = _monologue()
-    res = SSDCT2Backend(runtime.whisper_ssd(), speculate=False).transcribe(audio)
+    res = WhisperARBackend(runtime.whisper_ssd()).transcribe(audio)
     assert res.stats["pieces"] >= 3
     n = EnglishTextNormalizer({})
     assert jiwer.wer(n(ref), n(_text(res))) < 0.15
@@ -159,7 +161,7 @@ def test_monologue_of_70_s_without_pauses_loses_no_words(runtime):
     import jiwer
 
     from audio.sources import ArraySource
-    from engine.asr.streaming import FasterWhisperBackend
+    from engine.asr.faster_whisper_backend import FasterWhisperBackend
 
     audio, _ = _monologue()
     assert len(audio) / 16000 > 60
@@ -200,7 +202,7 @@ def test_a_gap_decode_that_repeats_its_prompt_is_an_echo():
     """A skipped stretch is decoded prompted with the words before it; under babble Whisper can answer with those
     words again ("So I looked at the trains for Saturday." twice). Such a decode is the prompt's echo and is not put
     in; a decode with its own words, or sharing one common word with the prompt, is."""
-    from engine.asr.ctc_self_speculative import echoes_prompt
+    from engine.asr.whisper_ar import echoes_prompt
     from engine.core.events import Word
 
     def words(text):
@@ -220,10 +222,11 @@ def test_ssd_with_greedy_acceptance_is_lossless(runtime, jfk_audio):
     prefix of a growing buffer (the previous hypothesis as the draft) and on held-out speech."""
     from audio.io import load_audio
     from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.whisper_ar import WhisperARBackend
 
     ws = runtime.whisper_ssd()
     ssd = SSDCT2Backend(ws, tau_ctc=0.0, tau_slm=0.5)
-    ar = SSDCT2Backend(ws, speculate=False)
+    ar = WhisperARBackend(ws)
     held = sorted((ROOT / "bench" / "data" / "heldout_speech").glob("*.flac"))[:4]
     clips = [jfk_audio[: int(s * 16000)] for s in (3.0, 5.5, 8.0, 11.0)] + [load_audio(p) for p in held]
     accepted = 0
@@ -239,9 +242,9 @@ def test_a_collapsed_decode_is_retried_without_its_prompt(runtime, jfk_audio):
     """A decode that fails a guard is redone on the padded window; one that collapsed (next to nothing over seconds
     of audio, below the log-prob floor: Whisper under its prompt can say a lone "." over 10 s of speech) is redone
     once more without the prompt, and the best decode is kept. Induced with a log-prob floor no decode passes."""
-    from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.whisper_ar import WhisperARBackend
 
-    be = SSDCT2Backend(runtime.whisper_ssd(), speculate=False, guard=DecodeGuard(logprob=-1e-4))
+    be = WhisperARBackend(runtime.whisper_ssd(), guard=DecodeGuard(logprob=-1e-4))
     sparse = np.concatenate([jfk_audio[: int(2.6 * 16000)], np.zeros(int(17.4 * 16000), np.float32)])
     res = be.transcribe(sparse, "Thank you for watching.")  # a few tokens over 20 s: the collapse signature
     assert res.stats["guard"] == "logprob" and res.stats["guard_after_fallback"] == "logprob"
@@ -258,10 +261,10 @@ def test_a_decode_that_echoes_its_prompt_is_retried_without_it(runtime, jfk_audi
     previous utterance's text as the prompt). A decode below the log-prob floor that echoes the prompt is redone
     without the prompt, as a collapsed one is; the decode without it wins when it scores better. The first two
     decodes are scripted echoes; the third is real Whisper on jfk without the prompt."""
-    from engine.asr.ctc_self_speculative import SSDCT2Backend, _WindowDecode
+    from engine.asr.whisper_ar import WhisperARBackend, _WindowDecode
 
     prompt = "Il y en a une affaire du pont, du format du marché."
-    be = SSDCT2Backend(runtime.whisper_ssd(), speculate=False)
+    be = WhisperARBackend(runtime.whisper_ssd())
     real = be._decode_window
     calls, echoes = [], [2]
 
@@ -295,9 +298,9 @@ def test_a_decode_that_echoes_its_prompt_is_retried_without_it(runtime, jfk_audi
 def test_a_prompt_that_made_a_decode_collapse_is_not_used_again(runtime, jfk_audio):
     """When only the decode without the prompt passes, later decodes with that same prompt (the next updates of the
     same buffer) skip it at once instead of failing three times."""
-    from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.whisper_ar import WhisperARBackend
 
-    be = SSDCT2Backend(runtime.whisper_ssd(), speculate=False)
+    be = WhisperARBackend(runtime.whisper_ssd())
     first = be.transcribe(jfk_audio, "Thank you for watching.")
     assert first.stats["guard"] == ""  # a sound prompt is used as it is
     be._bad_prompt = "Thank you for watching."  # as if decodes under it had collapsed
@@ -309,20 +312,22 @@ def test_a_prompt_that_made_a_decode_collapse_is_not_used_again(runtime, jfk_aud
 def test_pre_roll_reaches_before_the_vad_start_but_not_into_the_previous_utterance(runtime):
     """The ASR buffer of an utterance starts ``asr.pre_roll_s`` before the VAD's start, never before the end of
     the previous utterance; the previous utterance's audio is acoustic context only when ``context_gap_s`` allows."""
+    import dataclasses
+
     from audio.sources import ArraySource, AudioBlock
-    from engine.pipeline import UtteranceRecord
+    from engine.asr.transcriber import UtteranceRecord
 
     ring = [AudioBlock(np.zeros(1600, np.float32), 0.1 * i, 0.0) for i in range(100)]  # 0–10 s
     tr = runtime.transcriber(ArraySource(np.zeros(16000, np.float32), realtime=False), lambda ev: None)
-    assert tr.pre_roll_s == runtime.cfg.asr.pre_roll_s > 0
-    tr.context_gap_s = 0.0  # the pre-roll alone
+    assert tr.asr.pre_roll_s == runtime.cfg.asr.pre_roll_s > 0
+    tr.asr = dataclasses.replace(tr.asr, context_gap_s=0.0)  # the pre-roll alone
     _, proc, _ = tr._start(0, 5.0, ring)
-    assert proc.buffer_time_offset == pytest.approx(5.0 - tr.pre_roll_s)
+    assert proc.buffer_time_offset == pytest.approx(5.0 - tr.asr.pre_roll_s)
     assert len(proc.audio) == pytest.approx((10.0 - proc.buffer_time_offset) * 16000, abs=2)
     tr.stats.utterances[-1].t_end = 5.9
     _, proc, _ = tr._start(1, 6.0, ring)  # 0.1 s after the previous utterance: the pre-roll stops at its end
     assert proc.buffer_time_offset == pytest.approx(5.9)
-    tr.context_gap_s = 3.0
+    tr.asr = dataclasses.replace(tr.asr, context_gap_s=3.0)
     tr.stats.utterances.append(UtteranceRecord(index=2, t_start=7.0, t_end=8.0))
     _, proc, _ = tr._start(3, 9.0, ring)  # acoustic context: the buffer starts at the previous utterance
     assert proc.buffer_time_offset == pytest.approx(7.0)

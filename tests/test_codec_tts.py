@@ -8,14 +8,16 @@ import contextlib
 import numpy as np
 import pytest
 
+from engine.config import TtsConfig
+
 from .conftest import normalized_wer
 
 
 @pytest.fixture(scope="module")
 def tts(runtime, tmp_path_factory):
-    from engine.speech.coarse_grained_sampling import CodecTTS
+    from engine.synthesis.codec_tts import CodecTTS
 
-    return CodecTTS(seed=0, cache_dir=tmp_path_factory.mktemp("cache"))
+    return CodecTTS(TtsConfig(codec_method="pcg"), seed=0, cache_dir=tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +50,8 @@ def test_codec_round_trip_stays_intelligible(runtime, tts, whisper):
 
 
 def test_codec_quantises_to_the_nearest_centroid():
-    from tts.codec import LatentCodec
-    from tts.codec_lm import ASSET_DIR
+    from engine.synthesis.codec import LatentCodec
+    from engine.synthesis.codec_lm import ASSET_DIR
 
     c = LatentCodec.load(ASSET_DIR / "codec.npz")
     assert c.centroids.shape == (c.K, 192)
@@ -60,7 +62,7 @@ def test_codec_quantises_to_the_nearest_centroid():
 
 
 def test_frame_conditioning_expands_the_prior_by_the_durations():
-    from tts.codec_lm import frame_conditioning
+    from engine.synthesis.codec_lm import frame_conditioning
 
     m = np.arange(3 * 192, dtype=np.float32).reshape(3, 192)
     cond = frame_conditioning(m, -m, np.array([2, 0, 3]))
@@ -73,7 +75,7 @@ def test_session_kv_cache_matches_a_full_forward(tts):
     import torch
 
     from engine.llm.protocol import CausalLM
-    from tts.codec_lm import CodecLMSession
+    from engine.synthesis.codec_lm_session import CodecLMSession
 
     ids = tts.phoneme_ids("Two dogs play in the snow.")[0]
     cond = tts.voice.conditioning(ids)
@@ -105,7 +107,7 @@ def test_self_speculative_rounds_give_the_targets_own_distributions(tts):
     distributions must be those of a plain full target pass over the same tokens, round after round (with
     rejections cropping the cache), and its draft distributions those of the plain draft."""
     from engine.core import verify as V
-    from tts.codec_lm import CodecLMSession, SelfSpeculativeSession
+    from engine.synthesis.codec_lm_session import CodecLMSession, SelfSpeculativeSession
 
     cond = tts.voice.conditioning(tts.phoneme_ids("A man in a blue shirt is standing on a ladder.")[0])
     T = 0.7
@@ -142,7 +144,8 @@ def test_onnx_runtime_follows_the_modules_weights(tts):
     a new runtime (and new logits), restoring it gives back the original logits."""
     import torch
 
-    from tts.codec_lm import CodecLMSession, runtime_for
+    from engine.synthesis.codec_lm_onnx import runtime_for
+    from engine.synthesis.codec_lm_session import CodecLMSession
 
     cond = np.random.default_rng(0).standard_normal((8, 385)).astype(np.float32)
     cond[:, -1] = np.linspace(0, 0.9, 8)
@@ -163,7 +166,7 @@ def test_the_lm_is_a_generative_model_of_the_codes(tts):
     """At the shipped temperature the target's next-code distribution is not a copy of the prior: its per-frame
     entropy is well above zero, and two samples of the same sentence differ."""
     from engine.core import verify as V
-    from tts.codec_lm import CodecLMSession
+    from engine.synthesis.codec_lm_session import CodecLMSession
 
     ids = tts.phoneme_ids("A woman is cutting vegetables.")[0]
     cond = tts.voice.conditioning(ids)
@@ -179,9 +182,9 @@ def test_the_lm_is_a_generative_model_of_the_codes(tts):
 
 @contextlib.contextmanager
 def forward_spy():
-    """Counts the model passes (:meth:`tts.codec_lm.CodecLMSession._forward`, whichever backend runs them) and the
-    positions each evaluates, target and draft apart."""
-    from tts.codec_lm import CodecLMSession, SelfSpeculativeSession
+    """Counts the model passes (:meth:`engine.synthesis.codec_lm_session.CodecLMSession._forward`, whichever backend
+    runs them, and ``SelfSpeculativeSession._run``) and the positions each evaluates, target and draft apart."""
+    from engine.synthesis.codec_lm_session import CodecLMSession, SelfSpeculativeSession
 
     seen = {"target": [], "draft": []}
     real, real_run = CodecLMSession._forward, SelfSpeculativeSession._run
@@ -309,7 +312,7 @@ def test_codec_tts_speech_is_recognisably_the_text(tts, whisper):
 def test_runtime_selects_the_codec_engine(tmp_path):
     from engine.config import Config
     from engine.runtime import Runtime
-    from engine.speech.coarse_grained_sampling import CodecTTS
+    from engine.synthesis.codec_tts import CodecTTS
 
     cfg = Config().with_overrides({"tts": {"engine": "codec", "codec_method": "pcg", "theta": 0.42}})
     t = Runtime(cfg, progress=False).tts()
@@ -340,14 +343,56 @@ def test_assist_speaks_its_answer_with_the_codec_tts(tmp_path, small_gguf, whisp
     assert normalized_wer(ans["answer"], heard) < 0.5  # the answer (noise or silence: ≈ 1)
 
 
+@pytest.mark.parametrize("rank", [None, 8])
+def test_onnx_graphs_are_valid_and_compute_the_modules_pass(rank):
+    """engine.synthesis.codec_lm_onnx (a small random module, full-rank or low-rank draft head): each graph passes
+    onnx.checker, its logits are the module's over new tokens after cached ones (GroupQueryAttention writing the KV
+    buffers), and the sampling graph's probs are softmax(logits / T) and its token the inverse-CDF draw with u."""
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    from engine.core import verify as V
+    from engine.synthesis.codec_lm import CodecLM
+    from engine.synthesis.codec_lm_onnx import codec_lm_onnx
+
+    torch.manual_seed(0)
+    lm = CodecLM(n_codes=64, d=32, layers=3, heads=4, ff=64, draft_layers=2, draft_rank=rank).eval()
+    rng = np.random.default_rng(0)
+    cond = rng.standard_normal((9, 385)).astype(np.float32)
+    cond[:, -1] = np.linspace(0, 0.9, 9)
+    x = np.concatenate([[lm.bos], rng.integers(0, 64, 8)]).astype(np.int64)[None]
+    with torch.inference_mode():
+        ce = lm.cond_embed(torch.from_numpy(cond)[None])
+        for part, n_layers in (("target", 3), ("draft", 2)):
+            ref = lm(torch.from_numpy(x), ce=ce, draft=part == "draft")[0].numpy()
+            model = codec_lm_onnx(lm, part, sample=True)
+            onnx.checker.check_model(onnx.load_from_string(model))
+            sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+            kv = {f"past_{k}{i}": np.zeros((1, 4, 10, 8), np.float32) for i in range(n_layers) for k in "kv"}
+            logits = []
+            for a, b in ((0, 5), (5, 9)):  # five positions, then four more over the cached five
+                feed = {"x": x[:, a:b], "ce": ce[:, a:b].numpy(), "seqlens_k": np.array([b - 1], np.int32),
+                        "total_len": np.array(b, np.int32), "temperature": np.array(0.7, np.float32),
+                        "uniform": np.array([0.3], np.float32), **kv}
+                out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+                kv = {f"past_{k}{i}": out[f"present_{k}{i}"] for i in range(n_layers) for k in "kv"}
+                logits.append(out["logits"][0])
+                np.testing.assert_allclose(out["probs"][0], V.softmax(out["logits"][0], 0.7), atol=1e-5)
+                cdf = np.cumsum(out["probs"][0, -1])  # float32, summed in order as the graph does
+                assert out["token"].shape == (1, 1)
+                assert out["token"][0, 0] == min(np.searchsorted(cdf, np.float32(0.3) * cdf[-1], side="right"), 63)
+            np.testing.assert_allclose(np.concatenate(logits), ref, atol=1e-4)
+
+
 def test_low_rank_draft_head_is_the_truncated_svd_of_the_head():
-    """engine.training.codec_tts.low_rank_draft_head (a small random module: the factorisation's algebra only): at
+    """engine.synthesis.training.low_rank_draft_head (a small random module: the factorisation's algebra only): at
     full rank the factored head is the head itself; at rank r its error is the tail of the singular values
     (Eckart–Young), and the bias is kept."""
     import torch
 
-    from engine.training.codec_tts import low_rank_draft_head
-    from tts.codec_lm import CodecLM
+    from engine.synthesis.codec_lm import CodecLM
+    from engine.synthesis.training import low_rank_draft_head
 
     torch.manual_seed(0)
     lm = CodecLM(n_codes=64, d=16, layers=2, heads=2, ff=32)

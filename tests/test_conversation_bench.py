@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.conversation_bench import (ConversationWER, done_when, multilingual_metrics, normalise, span_language,
-                                      words_missed)
+from bench.conversation_scoring import (ConversationWER, done_when, multilingual_metrics, normalise, span_language,
+                                        words_missed)
 from bench.make_conversation import CONDITIONS, DIALOGUES, HESITATION_S, pieces, reference_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,15 +1,17 @@
-"""engine/speech/device_sampling.py: the codec LM's rounds resident on the device (here run eagerly on the CPU; on
+"""engine/synthesis/device_sampling.py: the codec LM's rounds resident on the device (here run eagerly on the CPU; on
 CUDA the same functions are replayed as graphs). Real model, real voice prior."""
 
 import numpy as np
 import pytest
 
+from engine.config import TtsConfig
+
 
 @pytest.fixture(scope="module")
 def tts(runtime, tmp_path_factory):
-    from engine.speech.coarse_grained_sampling import CodecTTS
+    from engine.synthesis.codec_tts import CodecTTS
 
-    return CodecTTS(seed=0, cache_dir=tmp_path_factory.mktemp("cache"))
+    return CodecTTS(TtsConfig(codec_method="pcg"), seed=0, cache_dir=tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +31,7 @@ def _not_greedy(lm, cond, codes) -> int:
 
 
 def test_ar_and_exact_sd_rounds_at_zero_temperature_are_the_modules_greedy_decode(tts, cond):
-    from engine.speech.device_sampling import DeviceRoundSampler
+    from engine.synthesis.device_sampling import DeviceRoundSampler
 
     ar = DeviceRoundSampler(tts.lm, 1e-4, 1, "ar", capacity=16)  # too small: grows to the utterance
     codes, st = ar.sample(cond, 0)
@@ -50,7 +52,7 @@ def test_pcg_rounds_emit_a_group_of_the_targets_choice_and_a_residual_that_ignor
     that reject every draft and emit a residual token drawn without the target do not."""
     import torch
 
-    from engine.speech.device_sampling import DeviceRoundSampler
+    from engine.synthesis.device_sampling import DeviceRoundSampler
 
     G = tts.groups
     member = G._uniq  # (M, V)
@@ -86,8 +88,8 @@ def test_first_round_draws_follow_the_host_samplers_distribution(tts, cond, meth
     host sampler's (engine.core.verify's sd_step / pcg_step) has: chi-square with 6 degrees of freedom below its
     0.1 % critical value 22.46. A sampler that rejects every draft (emits only the residual) does not pass."""
     from engine.core import verify as V
-    from engine.speech.coarse_grained_sampling import speculative_generate
-    from engine.speech.device_sampling import DeviceRoundSampler
+    from engine.synthesis.coarse_grained_sampling import speculative_generate
+    from engine.synthesis.device_sampling import DeviceRoundSampler
 
     c2 = cond[:2]
     G = tts.groups
@@ -104,7 +106,7 @@ def test_first_round_draws_follow_the_host_samplers_distribution(tts, cond, meth
 
 
 def test_bad_arguments_are_refused(tts):
-    from engine.speech.device_sampling import DeviceRoundSampler
+    from engine.synthesis.device_sampling import DeviceRoundSampler
 
     with pytest.raises(ValueError, match="unknown"):
         DeviceRoundSampler(tts.lm, 0.8, 3, "beam")
@@ -117,9 +119,9 @@ def test_bad_arguments_are_refused(tts):
 def test_the_codec_voice_samples_whole_rounds_on_the_device_when_its_lm_is_not_on_the_cpu(tts, cond, monkeypatch):
     """CodecTTS.tokens takes the device path for a module off the CPU (simulated here: the module stays on the CPU
     and the rounds run eagerly): one sampler per method and θ, kept, and codes for every frame."""
-    from engine.speech import coarse_grained_sampling as C
+    from engine.synthesis import codec_tts as C
 
-    monkeypatch.setattr(C, "_onnx", lambda lm: False)
+    monkeypatch.setattr(C, "uses_onnx", lambda lm: False)
     codes, st = tts.tokens(None, method="pcg", cond=cond)
     assert len(codes) == len(cond) == st.tokens and st.rounds and 0 <= codes.min() and codes.max() < tts.lm.bos
     s = tts.device_sampler("pcg")

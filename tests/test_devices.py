@@ -308,3 +308,23 @@ def test_runtime_builds_the_torch_llm_where_the_rule_says(monkeypatch, small_ggu
     again = Runtime(cfg, progress=False).llm("llm_draft", n_ctx=512)  # read back from the cache, not converted
     assert again.tokenize("The capital of France is") == ids
     np.testing.assert_array_equal(again.eval(ids), rows)
+
+
+def test_the_cpu_is_read_from_cpuinfo_in_one_place(tmp_path):
+    """engine.core.cpu reads /proc/cpuinfo: every processor's flags, the model name, and from the flags whether
+    onnxruntime's uint8 × int8 kernel saturates (x86 without VNNI, or flags unknown; never on Arm)."""
+    from engine.core.cpu import cpu_flags, cpu_model, int8_gemm_saturates
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+                    "flags\t\t: fpu sse2 avx2\n\nprocessor\t: 1\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+                    "flags\t\t: fpu avx2 avx512_vnni\n")
+    missing = tmp_path / "missing"
+    assert cpu_flags(info) == {"fpu", "sse2", "avx2", "avx512_vnni"} and cpu_flags(missing) == frozenset()
+    assert cpu_model(info) == "Intel(R) Xeon(R) Processor" and cpu_model(missing) == ""
+    assert not int8_gemm_saturates(info, machine="x86_64")
+    plain = tmp_path / "plain"
+    plain.write_text("flags\t\t: fpu sse2 avx2\n")
+    assert int8_gemm_saturates(plain, machine="x86_64") and int8_gemm_saturates(missing, machine="AMD64")
+    assert not int8_gemm_saturates(plain, machine="aarch64") and not int8_gemm_saturates(missing, machine="arm64")
+    assert isinstance(cpu_flags(), frozenset) and isinstance(cpu_model(), str)  # this machine's, whatever it is

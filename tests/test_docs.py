@@ -1,4 +1,4 @@
-"""The user-facing docs: docs/benchmarks.md and the README's results table are exactly what bench/report.py makes of
+"""The user-facing docs: docs/benchmarks.md and the README's results table are exactly what bench/report/ makes of
 the committed JSON (a number changes only with its file), the README stays short and keeps its two set-up commands,
 every relative link and anchor resolves, every module path the architecture names exists, and each paper module
 names its paper as docs/references.md does."""
@@ -27,7 +27,7 @@ PAPER_MODULES = {  # module → arXiv id of its paper
     "engine/asr/draft_model_speculative.py": "2507.18181",
     "engine/answer/predictive.py": "2506.15556",
     "engine/translate/biased_retranslation.py": "2509.21740",
-    "engine/speech/coarse_grained_sampling.py": "2511.13732",
+    "engine/synthesis/coarse_grained_sampling.py": "2511.13732",
 }
 
 
@@ -80,7 +80,7 @@ def test_every_result_file_has_a_section_and_its_command():
     for path in sorted(RESULTS.glob("*.json")):
         job = report.job_for(path.name)
         assert f"`bench/results/{path.name}` — `specvoice bench all --only {job.name}`" in text, path.name
-        assert f"## Other results: `{path.name}`" not in text, f"{path.name} has no section in bench/report.py"
+        assert f"## Other results: `{path.name}`" not in text, f"{path.name} has no section in bench/report/"
 
 
 def test_readme_is_short_and_keeps_the_two_commands():
@@ -100,7 +100,7 @@ def _anchors(md: str) -> set[str]:
         if line.startswith("```"):
             in_code = not in_code
         elif not in_code and re.match(r"#{1,6} ", line):
-            out.add(report._anchor(line.lstrip("#").strip()))
+            out.add(report.anchor(line.lstrip("#").strip()))
     return out
 
 

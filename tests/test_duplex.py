@@ -106,12 +106,13 @@ def test_a_complete_sentence_scores_higher_than_the_same_sentence_cut(piper):
         assert td.is_complete(x_full) and not td.is_complete(x_cut), (full, p_full, p_cut)
 
 
-def test_the_exact_int8_kernel_is_used_where_the_default_one_saturates(tmp_path, jfk_audio):
+def test_the_exact_int8_kernel_is_used_where_the_default_one_saturates(tmp_path, jfk_audio, runtime):
     """Smart Turn's quantised products: the CPU's flags choose onnxruntime's exact kernel on x86-64 without VNNI, and
     the detector this CPU gets gives the exact kernel's probabilities (on a VNNI CPU the default kernel is exact)."""
     import platform
 
-    from audio.turn import TurnDetector, int8_gemm_saturates
+    from audio.turn import TurnDetector
+    from engine.core.cpu import int8_gemm_saturates
 
     x86 = platform.machine().lower() in ("x86_64", "amd64")
     avx2 = tmp_path / "avx2"
@@ -124,7 +125,7 @@ def test_the_exact_int8_kernel_is_used_where_the_default_one_saturates(tmp_path,
     assert not int8_gemm_saturates(vnni) and not int8_gemm_saturates(alder)
     assert int8_gemm_saturates(tmp_path / "missing") == x86
 
-    auto, exact = TurnDetector(), TurnDetector(exact_int8=True)
+    auto, exact = runtime.turn_detector(), TurnDetector(exact_int8=True)
     assert auto.exact_int8 == int8_gemm_saturates() and exact.exact_int8
     for end_s in (2.4, 4.5, 7.8, 11.0):
         a = jfk_audio[: int(end_s * SR)]

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from app.export import cues, items, to_srt, to_txt
-from app.journal import SESSION_GAP_S, Journal, read_journal, session_offsets
+from engine.journal import SESSION_GAP_S, Journal, read_journal, session_offsets
 from engine.core.events import FinalTranscript, PartialTranscript
 from engine.pipeline import AudioQueue, EventQueue
 
@@ -187,12 +187,16 @@ def test_audio_queue_is_bounded_in_seconds_and_never_drops():
 
 def test_asr_that_falls_behind_catches_up_and_says_so():
     """A real-time source and a backend slower than real time at first: Backlog events, no audio lost."""
+    import dataclasses
+
     import numpy as np
 
     from audio.sources import ArraySource
     from engine.core.events import Word
-    from engine.pipeline import Backlog, StreamingTranscriber
-    from engine.asr.streaming import BackendResult
+    from engine.pipeline import Backlog
+    from engine.asr.backend import BackendResult
+    from engine.asr.transcriber import StreamingTranscriber
+    from engine.config import Config
 
     class SlowThenFast:
         name = "slow"
@@ -210,7 +214,8 @@ def test_asr_that_falls_behind_catches_up_and_says_so():
     events = []
     be = SlowThenFast()
     src = ArraySource(np.zeros(16000 * 6, np.float32), block_s=0.1, realtime=True, trailing_silence_s=0.0)
-    st = StreamingTranscriber(src, be, None, events.append, min_chunk_s=0.5, lag_warn_s=1.0)
+    st = StreamingTranscriber(src, be, None, events.append,  # no second pass: the slow decoder has no window decode
+                              dataclasses.replace(Config().asr, min_chunk_s=0.5, revise_max_s=0.0), lag_warn_s=1.0)
     stats = st.run()
     backlog = [e for e in events if isinstance(e, Backlog)]
     assert backlog and not backlog[0].caught_up and backlog[0].behind_s > 1.0

@@ -146,8 +146,8 @@ def test_english_a_head_hears_as_german_is_decoded_in_english(rt, head):
     identification still ranks English first, so an English session does not switch to German (SessionLanguage's
     veto); a chooser that is not given Whisper's own identification would switch."""
     from audio.io import load_audio
-    from engine.asr.ctc_self_speculative import WhisperSSD
-    from engine.asr.streaming import SessionLanguage
+    from engine.asr.whisper_ssd import WhisperSSD
+    from engine.asr.language_id import SessionLanguage
     from engine.asr.whisper_ct2 import detect_language
 
     audio = load_audio(HESITATION)[6 * 16000: 9 * 16000]
@@ -155,16 +155,16 @@ def test_english_a_head_hears_as_german_is_decoded_in_english(rt, head):
     m._lid_head = _SureOfGerman(head)
     sv = _encode(m, audio)
     assert detect_language(m.fw.model, sv)[0][0] == "en"  # Whisper itself hears English
-    session = SessionLanguage(language="en")
+    session = SessionLanguage(rt.cfg.asr, "en")
     lang, probs = m.language_for(sv, session.choose, len(audio) / 16000)
     assert probs[0][0] == "de" and probs[0][1] >= session.switch_p  # the fused identification alone would switch
     assert lang == "en"
-    assert m.language_for(sv, lambda p, a: session.choose(p, a), len(audio) / 16000)[0] == "de"
+    assert m.language_for(sv, lambda p, a, whisper_probs=None: session.choose(p, a), len(audio) / 16000)[0] == "de"
 
 
 def test_the_head_can_be_turned_off(rt):
     from audio.io import load_audio
-    from engine.asr.ctc_self_speculative import WhisperSSD
+    from engine.asr.whisper_ssd import WhisperSSD
     from engine.asr.whisper_ct2 import detect_language
 
     audio = load_audio(MIXED)[int(5.8 * 16000): int(11.9 * 16000)]

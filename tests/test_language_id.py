@@ -8,37 +8,46 @@ import threading
 import numpy as np
 import pytest
 
-from engine.asr.streaming import SessionLanguage, _LanguageChoice, pool_identifications
+from engine.asr.language_id import LanguageChoice, SessionLanguage, pool_identifications
+from engine.config import Config
 from engine.core.events import FinalTranscript, PartialTranscript
 
 from .conftest import ROOT
+
+ASR = Config().asr  # the product's settings: every session language here is built from them
+
+
+def session(language=None, **settings):
+    """A :class:`SessionLanguage` starting in ``language``, of the product's ``asr`` settings with ``settings``
+    overridden (each test that overrides one says why)."""
+    return SessionLanguage(dataclasses.replace(ASR, **settings), language)
 
 MIXED = ROOT / "tests" / "data" / "lang_en_fr_okay_de.flac"  # en, fr, a short "Okay.", de
 
 
 # -- the hysteresis rule -------------------------------------------------------------------------------------------
 def test_a_short_or_unsure_identification_does_not_switch_a_long_sure_one_does():
-    s = SessionLanguage(switch_p=0.8, switch_min_s=1.5, language="fr")
+    s = session("fr", language_switch_p=0.8, language_switch_min_s=1.5)  # the thresholds the cases probe
     assert s.choose([("en", 0.99), ("fr", 0.001)], 0.9) == "fr"  # "Okay." in a French session: too short
     assert s.choose([("de", 0.7), ("fr", 0.2)], 4.0) == "fr"  # unsure, and French is plausible
     assert s.choose([("de", 0.85), ("fr", 0.1)], 4.0) == "de"  # sure and long enough
     assert s.choose([("de", 0.79), ("en", 0.11), ("fr", 0.01)], 4.0) == "de"  # French is not plausible at all
     assert s.choose([("de", 0.85)], 4.0, current="de") == "de"  # the utterance already switched: it stays
-    assert SessionLanguage().choose([("es", 0.4), ("en", 0.3)], 0.5) == "es"  # no session language yet
+    assert session().choose([("es", 0.4), ("en", 0.3)], 0.5) == "es"  # no session language yet
 
 
 def test_an_unsure_window_is_read_with_what_the_session_said():
     """Whisper base on synthetic speech (identifications as it gives them on bench/data/conversation/langid): the
     session's evidence from earlier utterances settles an unsure window, corrects a session that started in the
     wrong language, and lets a new speaker's language take over; a short "okay" still flips nothing."""
-    first = SessionLanguage()  # the session's first utterance: each longer window decides anew
+    first = session()  # the session's first utterance: each longer window decides anew
     assert first.choose([("ja", 0.4), ("fr", 0.3)], 1.0) == "ja"  # its first second
     assert first.choose([("fr", 0.5), ("ja", 0.2)], 3.0, current="ja") == "fr"
-    s = SessionLanguage(language="it")  # a Spanish speaker's first utterance was decoded in Italian: a tie
+    s = session("it")  # a Spanish speaker's first utterance was decoded in Italian: a tie
     s.end_utterance("it", [("it", 0.43), ("es", 0.43), ("la", 0.05)])
     assert s.choose([("es", 0.39), ("en", 0.12), ("th", 0.09)], 3.0) == "es"  # the plain rule would keep Italian
-    assert SessionLanguage(language="it").choose([("es", 0.39), ("en", 0.12), ("th", 0.09)], 3.0) == "it"
-    s = SessionLanguage()
+    assert session("it").choose([("es", 0.39), ("en", 0.12), ("th", 0.09)], 3.0) == "it"
+    s = session()
     for probs in ([("fr", 0.47), ("nn", 0.07), ("es", 0.05)], [("fr", 0.63), ("pl", 0.06), ("nn", 0.04)]):
         s.end_utterance(s.choose(probs, 3.0), probs)
     assert s.language == "fr"
@@ -48,8 +57,8 @@ def test_an_unsure_window_is_read_with_what_the_session_said():
         s.end_utterance(s.choose(probs, 3.0), probs)  # a German speaker: sure enough at once
     assert s.language == "de"
     assert s.choose([("fr", 0.44), ("en", 0.11), ("es", 0.06)], 3.0) == "fr"  # French again, unsure but unlike German
-    assert SessionLanguage(language="de").choose([("fr", 0.44), ("en", 0.11), ("es", 0.06)], 3.0) == "de"
-    off = SessionLanguage(language="it", memory=0.0)  # no memory: the plain rule
+    assert session("de").choose([("fr", 0.44), ("en", 0.11), ("es", 0.06)], 3.0) == "de"
+    off = session("it", language_memory=0.0)  # no memory: the plain rule
     off.end_utterance("it", [("it", 0.43), ("es", 0.43), ("la", 0.05)])
     assert off.choose([("es", 0.39), ("en", 0.12), ("th", 0.09)], 3.0) == "it"
 
@@ -60,19 +69,19 @@ def test_a_language_whisper_itself_ranks_below_the_current_one_is_never_switched
     first; the utterance and the session stay English. Where Whisper also prefers the new language it switches."""
     fused = [("de", 0.994), ("en", 0.004), ("nl", 0.001)]
     own = [("en", 0.47), ("th", 0.29), ("de", 0.05)]
-    s = SessionLanguage(language="en")
+    s = session("en")
     assert s.choose(fused, 3.0) == "de"  # without Whisper's own identification: the plain rule
     assert s.choose(fused, 3.0, whisper_probs=own) == "en"
     assert s.choose(fused, 3.0, whisper_probs=[("de", 0.4), ("en", 0.3)]) == "de"
     assert s.choose(fused, 3.0, whisper_probs=[("th", 0.4), ("de", 0.3), ("en", 0.2)]) == "de"  # de above en
     # the evidence rule is vetoed the same way: a French session, a window unsure between Japanese and French
-    ev = SessionLanguage(language="it")
+    ev = session("it")
     ev.end_utterance("it", [("it", 0.43), ("es", 0.43), ("la", 0.05)])
     window = [("es", 0.39), ("en", 0.12), ("th", 0.09)]
     assert ev.choose(window, 3.0, whisper_probs=[("es", 0.3), ("it", 0.2)]) == "es"
     assert ev.choose(window, 3.0, whisper_probs=[("it", 0.3), ("es", 0.2)]) == "it"
     # two utterances that agree on a language Whisper ranks below the session's do not move the session
-    agree = SessionLanguage(language="en")
+    agree = session("en")
     for _ in range(3):
         agree.end_utterance("en", fused, own)
     assert agree.language == "en"
@@ -104,20 +113,20 @@ def test_each_decode_is_given_its_utterances_identification_so_far():
 
     first, again, last = [("fr", 0.7), ("ja", 0.3)], [("fr", 0.6), ("ja", 0.4)], [("ja", 0.55), ("fr", 0.45)]
     for pool, expected in ((True, "fr"), (False, "ja")):
-        proc = types.SimpleNamespace(session_language=SessionLanguage(pool=pool), language="")
-        choice = _LanguageChoice(proc)
+        proc = types.SimpleNamespace(session_language=session(language_pool=pool), language="")
+        choice = LanguageChoice(proc)
         for probs, audio_s in ((first, 1.6), (again, 2.9), (last, 3.4)):
             proc.language = choice(probs, audio_s)
         assert proc.language == expected
         assert (choice.pooled is not None) == pool
-    proc = types.SimpleNamespace(session_language=SessionLanguage(), language="")
-    choice = _LanguageChoice(proc)
+    proc = types.SimpleNamespace(session_language=session(), language="")
+    choice = LanguageChoice(proc)
     choice(first, 1.6)
     choice(last, 1.6)  # the same audio decoded again
     assert choice.pooled == [(c, pytest.approx(p)) for c, p in last]
     # Whisper's own identification is pooled beside the fused one, and vetoes a switch it does not back
-    proc = types.SimpleNamespace(session_language=SessionLanguage(language="en"), language="en")
-    choice = _LanguageChoice(proc)
+    proc = types.SimpleNamespace(session_language=session("en"), language="en")
+    choice = LanguageChoice(proc)
     sure_de = [("de", 0.95), ("en", 0.05)]
     assert choice(sure_de, 2.0, whisper_probs=[("en", 0.6), ("de", 0.4)]) == "en"
     assert choice(sure_de, 3.0, whisper_probs=[("de", 0.9), ("en", 0.1)]) == "de"
@@ -128,18 +137,18 @@ def test_each_decode_is_given_its_utterances_identification_so_far():
 def test_named_languages_restrict_every_identification():
     """asr.languages: an identification is restricted to the languages spoken and renormalised; one naming none of
     them gives the first; without named languages nothing changes."""
-    s = SessionLanguage(languages=("en", "fr"))
+    s = session(languages="en,fr")
     kept = s.restrict([("ja", 0.5), ("fr", 0.3), ("en", 0.1)])
     assert [c for c, _ in kept] == ["fr", "en"] and [p for _, p in kept] == pytest.approx([0.75, 0.25])
     assert s.choose([("ja", 0.5), ("fr", 0.3), ("en", 0.1)], 3.0) == "fr"  # heard as Japanese: French is spoken
     assert s.restrict([("ja", 1.0)]) == [("en", 1.0)]
     s.language = "fr"
     s.end_utterance("fr", [("th", 0.7), ("en", 0.2), ("fr", 0.1)])  # a sure Thai is an unsure English here
-    assert s.language == "fr" and SessionLanguage().restrict([("ja", 0.5)]) == [("ja", 0.5)]
+    assert s.language == "fr" and session().restrict([("ja", 0.5)]) == [("ja", 0.5)]
 
 
 def test_the_session_takes_an_utterances_language_or_two_that_agree():
-    s = SessionLanguage(agree_p=0.6, language="en")
+    s = session("en", language_agree_p=0.6)
     s.end_utterance("en", [("nn", 0.65), ("en", 0.3)])  # decoded in English, leaning to Nynorsk
     assert s.language == "en"
     s.end_utterance("en", [("de", 0.7), ("en", 0.2)])  # another language: no agreement
@@ -151,7 +160,7 @@ def test_the_session_takes_an_utterances_language_or_two_that_agree():
 
 
 def test_a_prompt_holds_the_text_of_the_sessions_language_only():
-    s = SessionLanguage(language="en")
+    s = session("en")
     s.note_text("Please tell me when the next train leaves.", "en")
     assert s.prompt_text("Please tell me when the next train leaves. ") == "Please tell me when the next train leaves. "
     s.note_text("Guten Morgen.", "de")
@@ -165,14 +174,14 @@ def test_a_prompt_holds_the_text_of_the_sessions_language_only():
         "Morgen! Der Zug fährt um acht Uhr. "
     s.end_utterance("fr", [("fr", 0.9)])  # switched: nothing said in French yet
     assert s.prompt_text(ctx) == ""
-    assert SessionLanguage(language="de").prompt_text(ctx) == ctx  # nothing noted: nothing known to cut
+    assert session("de").prompt_text(ctx) == ctx  # nothing noted: nothing known to cut
 
 
 def test_the_second_pass_prompt_holds_the_settled_text_in_the_chains_language():
-    from engine.asr.streaming import SecondPass, SpokenUtterance
+    from engine.asr.second_pass import SecondPass, SpokenUtterance
     from engine.core.events import Word
 
-    sp = SecondPass(None, max_s=24.0, gap_s=2.0)
+    sp = SecondPass(None, ASR)
     sp.add(SpokenUtterance(0, 0.0, 3.0, [Word(0.1, 2.9, " Please tell me.")], "en"))
     sp.add(SpokenUtterance(1, 5.5, 7.0, [Word(5.6, 6.9, " Guten Morgen.")], "de"))
     sp.add(SpokenUtterance(2, 7.5, 9.0, [Word(7.6, 8.9, " Der Zug.")], "de"))
@@ -268,7 +277,7 @@ def test_language_identification_reads_the_encoder_output_the_decode_already_has
     probs = detect_language(m.fw.model, sv)
     assert probs[0][0] == "fr" and probs[0][1] > 0.8
     assert sum(p for _, p in probs) == pytest.approx(1.0, abs=0.02)
-    res = rt.asr_backend().transcribe(audio, "", language=lambda probs, audio_s: probs[0][0])
+    res = rt.asr_backend().transcribe(audio, "", language=lambda probs, audio_s, whisper_probs=None: probs[0][0])
     assert res.stats["language"] == "fr" and res.stats["language_probs"][0][0] == "fr"
 
 
@@ -299,26 +308,26 @@ def test_german_after_english_is_transcribed_in_german_not_translated(rt, how):
     the session switched to German by two utterances agreeing (its context is all English) and when a backend that
     takes no ``language`` identified German itself."""
     from audio.io import load_audio
-    from engine.asr.streaming import OnlineASRProcessor
+    from engine.asr.online_processor import OnlineASRProcessor
 
     audio = load_audio(GERMAN)
-    session = SessionLanguage(language="en")
-    session.note_text(ENGLISH_BEFORE, "en")
+    lang = session("en")
+    lang.note_text(ENGLISH_BEFORE, "en")
     backend = rt.asr_backend()
     if how == "two utterances agreed":
-        session.end_utterance("en", [("de", 0.7), ("en", 0.2)])
-        session.end_utterance("en", [("de", 0.7), ("en", 0.2)])
-        assert session.language == "de"
+        lang.end_utterance("en", [("de", 0.7), ("en", 0.2)])
+        lang.end_utterance("en", [("de", 0.7), ("en", 0.2)])
+        assert lang.language == "de"
     else:
         backend = _NoLanguageArgument(backend)
-    proc = OnlineASRProcessor(backend, 8.0, context=ENGLISH_BEFORE, session_language=session)
+    proc = OnlineASRProcessor(backend, ASR, context=ENGLISH_BEFORE, session_language=lang)
     proc.insert_audio_chunk(audio)
     proc.finish()
     assert proc.language == "de"
     assert len(GERMAN_WORDS & _words(proc.text)) >= 6, proc.text
     assert not {"each", "everyone", "documentation", "the"} & _words(proc.text), proc.text
-    session.end_utterance(proc.language, proc.language_probs)
-    assert session.prompt_text(ENGLISH_BEFORE + proc.text + " ") == proc.text + " "  # the next prompt: German only
+    lang.end_utterance(proc.language, proc.language_probs)
+    assert lang.prompt_text(ENGLISH_BEFORE + proc.text + " ") == proc.text + " "  # the next prompt: German only
 
 
 def test_the_english_only_draft_model_is_not_used_for_a_french_utterance(rt):
@@ -337,7 +346,7 @@ def test_the_english_only_draft_model_is_not_used_for_a_french_utterance(rt):
 
     backend.spec.decode = no_draft
     audio = load_audio(MIXED)[int(5.8 * 16000): int(11.9 * 16000)]
-    res = backend.transcribe(audio, "", language=SessionLanguage(language="en").choose)
+    res = backend.transcribe(audio, "", language=session("en").choose)
     assert res.stats["language"] == "fr" and res.stats["target_only"]
     assert {"table", "personnes"} <= _words("".join(w.text for w in res.words))
 
@@ -454,7 +463,8 @@ def test_the_language_id_corpus_as_speakers_taking_turns():
     in a row, speakers round-robin over the languages; every clip once, back to back; and the summary counts an
     utterance with an empty final text (a language was still decoded)."""
     from audio.io import load_audio
-    from bench.conversation_bench import langid_conversation, langid_summary, load_items, spoken_at
+    from bench.conversation_bench import langid_conversation, load_items
+    from bench.conversation_scoring import langid_summary, spoken_at
 
     items = load_items(["langid"])
     audio = {it.name: load_audio(it.path) for it in items}

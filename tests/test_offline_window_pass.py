@@ -8,7 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from engine.asr.streaming import BackendResult, OfflineWindowPass
+from engine.asr.backend import BackendResult
+from engine.asr.offline_window_pass import OfflineWindowPass
 from engine.core.events import FinalTranscript, RevisedTranscript, Word
 
 from .conftest import ROOT, normalized_wer

@@ -1,6 +1,8 @@
 """The README's model-override examples, run as written (a local path for the file the README names; a hub id needs
 a network, so offline it must fail with one clear line), and a setting from its generated environment variable."""
 
+from pathlib import Path
+
 import pytest
 
 from app.cli import main
@@ -33,12 +35,33 @@ def test_environment_sets_any_setting(tmp_path, jfk_path, monkeypatch, capsys):
     assert rc == 0 and report["asr"]["model_role"] == "asr_draft" and "your country" in out
 
 
-def test_config_file_models_section(tmp_path, small_gguf, jfk_path, capsys):
+def test_config_file_models_section(tmp_path, small_gguf, jfk_path, capsys, monkeypatch):
     # README: specvoice caption talk.wav --config my.toml    # [models] llm_target = "..."
+    import json
+
+    import engine.runtime
+
+    built = []  # the configuration the command built its translator from
+    build = engine.runtime.build_translator
+
+    def recording(cfg, *a, **kw):
+        built.append(cfg)
+        return build(cfg, *a, **kw)
+
+    monkeypatch.setattr(engine.runtime, "build_translator", recording)
     cfg = tmp_path / "my.toml"
-    cfg.write_text(f'[models]\nllm_target = "{small_gguf}"\n[caption]\nmax_tokens = 24\n')
+    cfg.write_text(f'[models]\nllm_target = "{small_gguf}"\n[caption]\nmax_tokens = 24\nmask_k = 2\n')
     rc = main(["caption", str(jfk_path), "--fast", "--config", str(cfg), "--out", str(tmp_path)])
     assert rc == 0 and capsys.readouterr().out.strip()
+    # every value of the file reached the command: the configuration it ran, the model it loaded, its report
+    assert len(built) == 1
+    ran = built[0]
+    assert (ran.models.llm_target, ran.caption.max_tokens, ran.caption.mask_k) == (str(small_gguf), 24, 2)
+    assert ran.caption.model_role == "llm_target"  # the caption LLM is the role the file replaced
+    report = json.loads((tmp_path / "caption-report.json").read_text())
+    assert report["caption"]["mask_k"] == 2
+    llm = report["models"]["llm_target"]
+    assert llm["source"] == "path" and Path(llm["path"]).resolve() == small_gguf.resolve()
 
 
 @pytest.mark.parametrize("spec", ["Systran/faster-whisper-small", "org/repo:file.gguf"])

@@ -1,14 +1,14 @@
-"""PCG exactness (pcg_tts.txt, Proposition): the emitted group is distributed as Q_c; the residual sampler realises
-Eq. 8. Chi-square tests on small synthetic p, q with overlapping groups. The group cache: .npz keyed by sha256,
-rebuilt when corrupt, never a pickle."""
+"""PCG exactness (Yanuka et al. 2025, arXiv:2511.13732, Proposition): the emitted group is distributed as
+Q_c; the residual sampler realises Eq. 8. Chi-square tests on small synthetic p, q with overlapping groups. The group
+cache: .npz keyed by sha256, rebuilt when corrupt, never a pickle."""
 
 import pickle
 
 import numpy as np
 import pytest
 
-from engine.speech.coarse_grained_sampling import AcousticGroups
 from engine.core.verify import pcg_residual, pcg_step, sample_categorical, sd_step
+from engine.synthesis.coarse_grained_sampling import AcousticGroups
 
 
 def chi2_critical(df: int, z: float = 3.29) -> float:
@@ -171,8 +171,8 @@ def test_a_pickle_in_the_cache_is_never_read(tmp_path):
 def test_incremental_cache_sync_matches_sync_cache():
     """speculative_generate's O(new tokens) cache sync crops and feeds exactly as engine.core.verify.sync_cache, over a
     context that grows the way the sampler grows it (accepted drafts, then a replacement or bonus token)."""
-    from engine.speech.coarse_grained_sampling import _sync
     from engine.core.verify import sync_cache
+    from engine.synthesis.coarse_grained_sampling import _sync
 
     class Cache:
         def __init__(self):

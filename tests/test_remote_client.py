@@ -381,6 +381,17 @@ def test_error_event_and_non_json_event_raise(serve):
     c.close()
 
 
+def test_stream_answered_without_an_event_stream_is_an_error(serve):
+    """A proxy or a server without streaming answers a stream request with plain JSON: named, not parsed."""
+    srv = serve({"/v1/completions": [("json", 200, {"choices": [{"text": "hi"}]})]})
+    c = _client(srv.url)
+    with pytest.raises(RemoteLMError, match=r"/v1/completions: the server answered without an event stream "
+                                            r".*application/json"):
+        list(c.stream("/v1/completions", {}))
+    assert srv.hits["/v1/completions"] == 1 and c.waits == []
+    c.close()
+
+
 def test_closing_a_stream_closes_its_connection(serve):
     """A cancelled answer closes the generator: the server sees the connection go (and stops generating)."""
     srv = serve({"/v1/completions": [("sse", [_events({"t": "Hel"})], "until_gone")]})

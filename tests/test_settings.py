@@ -77,6 +77,21 @@ def test_asr_language_accepts_auto_and_every_whisper_language():
     assert str(e.value).startswith("asr.language: 'xx' is not one of auto, en, ")
 
 
+def test_the_language_lists_name_every_choice_of_the_settings():
+    """engine.translate.languages lists (code, name) of the caption targets and of the spoken languages: the codes
+    the settings accept, each with its English name (what a language box shows)."""
+    from engine.translate.languages import caption_targets, whisper_languages
+
+    targets, spoken = caption_targets(), whisper_languages()
+    assert [c for c, _ in targets] == list(SETTINGS["caption.target_language"].choices)
+    assert ("de", "German") in targets and ("ru", "Russian") in targets and ("en", "English") in targets
+    assert [c for c, _ in spoken] == list(C.WHISPER_LANGUAGES)
+    assert ("en", "English") in spoken and ("ko", "Korean") in spoken and ("haw", "Hawaiian") in spoken
+    assert all(name and name[0].isupper() for _, name in targets + spoken)
+    tok = pytest.importorskip("transformers.models.whisper.tokenization_whisper")
+    assert all(tok.LANGUAGES[c] == name.lower() for c, name in spoken)  # Whisper's own names
+
+
 def test_file_environment_and_set_in_that_order(tmp_path, monkeypatch):
     toml = tmp_path / "c.toml"
     toml.write_text('[vad]\nthreshold = 0.4\nmin_silence_s = 0.9\n[duplex]\nend_of_turn = "smart_turn"\n')
@@ -154,7 +169,7 @@ def _window(qtbot, tmp_path, store, config_path=None):
 
 
 def test_gui_and_cli_give_the_same_configuration(qtbot, tmp_path, store, monkeypatch, no_model_load):
-    from app import cli
+    from app import cli_options as cli
     from app.settings import load_settings
 
     toml = tmp_path / "my.toml"
@@ -162,7 +177,7 @@ def test_gui_and_cli_give_the_same_configuration(qtbot, tmp_path, store, monkeyp
                     '[duplex]\nturn_threshold = 0.7\n')
     monkeypatch.setenv("SPECVOICE_VAD_MIN_SILENCE_S", "0.9")
     monkeypatch.setenv("SPECVOICE_MODEL_LLM_TARGET", "/srv/models/qwen.gguf")
-    cli_cfg = cli._config(cli._parser().parse_args(["transcribe", "x.wav", "--config", str(toml)]))
+    cli_cfg = cli.config_from_args(cli.parser().parse_args(["transcribe", "x.wav", "--config", str(toml)]))
     assert cli_cfg.asr.model_role == "asr_draft" and cli_cfg.vad.min_silence_s == 0.9
     assert cli_cfg != Config()
     w = _window(qtbot, tmp_path, store, str(toml))
@@ -170,10 +185,11 @@ def test_gui_and_cli_give_the_same_configuration(qtbot, tmp_path, store, monkeyp
     w.close()
     # $SPECVOICE_CONFIG names the file for both
     monkeypatch.setenv("SPECVOICE_CONFIG", str(toml))
-    assert _window(qtbot, tmp_path, store).ctl.cfg == cli._config(cli._parser().parse_args(["transcribe"])) == cli_cfg
+    from_cli = cli.config_from_args(cli.parser().parse_args(["transcribe"]))
+    assert _window(qtbot, tmp_path, store).ctl.cfg == from_cli == cli_cfg
     # a dialog edit lies on top of the file: the GUI equals the CLI with that --set
     store.setValue("caption.target_language", "es")
-    edited = cli._config(cli._parser().parse_args(["transcribe", "--set", "caption.target_language=es"]))
+    edited = cli.config_from_args(cli.parser().parse_args(["transcribe", "--set", "caption.target_language=es"]))
     assert _window(qtbot, tmp_path, store).ctl.cfg == edited and edited.caption.target_language == "es"
 
 

@@ -1,12 +1,24 @@
 """Streaming ASR: LocalAgreement-2 commit policy, and the pipeline on real audio with real Whisper."""
 
+import dataclasses
+
 import jiwer
 import pytest
 
+from engine.config import Config
 from engine.core.events import FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, Word
-from engine.asr.streaming import HypothesisBuffer, OnlineASRProcessor, join_words
+from engine.asr.local_agreement import HypothesisBuffer
+from engine.asr.online_processor import OnlineASRProcessor
+from engine.asr.words import join_words
 
 from .conftest import JFK_TEXT
+
+ASR = Config().asr  # the product's settings: every processor and transcriber here is built from them
+
+
+def asr(**overrides):
+    """The product's ``asr`` settings with ``overrides`` (each test that overrides one says why)."""
+    return dataclasses.replace(ASR, **overrides)
 
 
 def W(words, t0=0.0, step=0.5):
@@ -65,7 +77,7 @@ class ScriptedBackend:
         self.doubtful = list(doubtful)  # per decode: whether it failed the guards even after the re-decodes
 
     def transcribe(self, audio, prompt=""):
-        from engine.asr.streaming import BackendResult
+        from engine.asr.backend import BackendResult
 
         words = self.hyps.pop(0) if len(self.hyps) > 1 else self.hyps[0]
         doubtful = self.doubtful.pop(0) if self.doubtful else False
@@ -85,7 +97,7 @@ def test_final_is_the_last_whole_utterance_decode_not_the_early_commits():
     whole utterance (it heard all of it); with final_full off they stay (whisper_streaming's rule)."""
     hyps = [W("net is not"), W("net is not your idea"), W("that is a good idea i will do that")]
     for full, want in ((True, "that is a good idea i will do that"), (False, "net is not good idea i will do that")):
-        p = OnlineASRProcessor(ScriptedBackend(list(hyps)), final_full=full)
+        p = OnlineASRProcessor(ScriptedBackend(list(hyps)), asr(final_full=full))
         _feed(p, 3)
         assert p.text == "net is not"  # committed from the first two decodes
         p.finish(speech_end=3.0)
@@ -97,7 +109,7 @@ def test_hypothesis_is_the_final_text_if_speech_ended_now():
     latest whole-utterance decode), not the early commits the partial shows; with final_full off, or after a
     doubtful decode, it is the partial's committed + tentative text."""
     hyps = [W("net is not"), W("net is not your idea"), W("that is a good idea i will do that")]
-    p = OnlineASRProcessor(ScriptedBackend(list(hyps)), final_full=True)
+    p = OnlineASRProcessor(ScriptedBackend(list(hyps)), ASR)
     assert p.hypothesis == ""
     _feed(p, 2)
     assert p.hypothesis == "net is not your idea"
@@ -108,10 +120,10 @@ def test_hypothesis_is_the_final_text_if_speech_ended_now():
     p.finish(speech_end=3.0)  # the latest decode covers the speech: no new decode
     assert p.final_decodes_skipped == 1 and p.text == before
 
-    p = OnlineASRProcessor(ScriptedBackend(list(hyps)), final_full=False)
+    p = OnlineASRProcessor(ScriptedBackend(list(hyps)), asr(final_full=False))
     _feed(p, 3)
     assert p.hypothesis == " ".join(w.text.strip() for w in p.committed + p.hyp.complete())
-    p = OnlineASRProcessor(ScriptedBackend(list(hyps), doubtful=[False, False, True]), final_full=True)
+    p = OnlineASRProcessor(ScriptedBackend(list(hyps), doubtful=[False, False, True]), ASR)
     _feed(p, 3)
     assert p.hypothesis == " ".join(w.text.strip() for w in p.committed + p.hyp.complete()) != hyps[2]
 
@@ -134,7 +146,7 @@ def test_doubtful_decodes_commit_nothing_and_a_doubtful_utterance_keeps_only_agr
     DOUBTFUL_KEEP_S of audio (Whisper keeps low-log-prob text)."""
     guess = [W("on post song"), W("on post song is your next"), W("what is wrong with your head"),
              W("i am not a good person")]
-    p = OnlineASRProcessor(ScriptedBackend(guess, doubtful=[True] * 4))
+    p = OnlineASRProcessor(ScriptedBackend(guess, doubtful=[True] * 4), ASR)
     _feed(p, 4, seconds=0.4)  # a burst of noise, 1.6 s
     assert p.text == "" and p.mostly_doubtful
     p.insert_audio_chunk(__import__("numpy").zeros(1600, "float32"))  # it went on after the last decode
@@ -143,19 +155,19 @@ def test_doubtful_decodes_commit_nothing_and_a_doubtful_utterance_keeps_only_agr
     assert len(p.updates) == 4  # its words would not be kept: no final decode, the final comes at once
     speech = [W("please turn"), W("please turn the music"), W("please turn the music down"),
               W("please turn the music down a little")]
-    p = OnlineASRProcessor(ScriptedBackend(speech, doubtful=[False, True, False, False]))
+    p = OnlineASRProcessor(ScriptedBackend(speech, doubtful=[False, True, False, False]), ASR)
     _feed(p, 4)
     p.finish(speech_end=4.0)
     assert p.text == "please turn the music down a little"
     # unclear speech: the first decodes (a word or two) doubtful, the decode of the whole utterance confident
-    p = OnlineASRProcessor(ScriptedBackend(speech[1:], doubtful=[True, True, False]))
+    p = OnlineASRProcessor(ScriptedBackend(speech[1:], doubtful=[True, True, False]), ASR)
     _feed(p, 3)
     assert not p.mostly_doubtful
     p.finish(speech_end=3.0)
     assert p.text == "please turn the music down a little"
     # seconds of speech Whisper scores below the log-prob floor (another language, noise): the latest decode stays
     guess = [W("je m'ouvre"), W("je m'ouvre une table"), W("je voudrais une table pour quatre")]
-    p = OnlineASRProcessor(ScriptedBackend(guess, doubtful=[True] * 3))
+    p = OnlineASRProcessor(ScriptedBackend(guess, doubtful=[True] * 3), ASR)
     _feed(p, 3)
     assert p.committed == [] and not p.mostly_doubtful  # 3 s of audio: nothing committed, not dropped
     p.finish(speech_end=3.0)
@@ -172,7 +184,7 @@ def test_a_final_that_lost_its_words_to_the_acoustic_context_is_decoded_on_its_o
     ctx = W("but somebody has to go to the shop")  # 0.0 .. 3.9 s
     for seconds, want, decodes in ((3.0, "i can go", 3), (0.5, "", 2)):
         be = ScriptedBackend([W("i can go", 0.5), W("i can go", 0.5), W("i can go", 0.1)])
-        p = OnlineASRProcessor(be, context_words=ctx, committed_until=ctx[-1].end, t_offset=0.0,
+        p = OnlineASRProcessor(be, ASR, context_words=ctx, committed_until=ctx[-1].end, t_offset=0.0,
                                speech_start=ctx[-1].end + 0.3)
         p.insert_audio_chunk(np.zeros(int((ctx[-1].end + seconds) * 16000), np.float32))
         p.process_iter()
@@ -200,9 +212,8 @@ def test_a_final_that_writes_the_acoustic_context_again_is_decoded_on_its_own_au
              (3, "in the second section too low", [], "too low", 1)]
     for n, decoded, own_words, want, own_decodes in cases:
         rep = ctx + W(decoded, 3.8, 0.3)
-        p = OnlineASRProcessor(ScriptedBackend([rep, rep, own_words]), context_words=ctx,
-                               committed_until=ctx[-1].end, speech_start=ctx[-1].end + 0.3,
-                               context_repeat_words=n)
+        p = OnlineASRProcessor(ScriptedBackend([rep, rep, own_words]), asr(context_repeat_words=n),
+                               context_words=ctx, committed_until=ctx[-1].end, speech_start=ctx[-1].end + 0.3)
         p.insert_audio_chunk(np.zeros(int((ctx[-1].end + 2.0) * 16000), np.float32))
         p.process_iter()
         p.process_iter()
@@ -216,6 +227,8 @@ def test_only_the_decodes_that_may_give_the_final_text_are_redone_on_the_padded_
     asr.final_retry off: the final text's decode is not either."""
 
     class Recording(ScriptedBackend):
+        supports_padded_retry = True  # its transcribe takes padded_retry
+
         def __init__(self, hyps):
             super().__init__(hyps)
             self.padded_retry = []
@@ -228,7 +241,7 @@ def test_only_the_decodes_that_may_give_the_final_text_are_redone_on_the_padded_
                                              (False, False, [False, False, False]),
                                              (True, False, [True, True, False])):
         be = Recording([W("turn"), W("turn the music"), W("turn the music down")])
-        p = OnlineASRProcessor(be, partial_retry=partial_retry, final_retry=final_retry)
+        p = OnlineASRProcessor(be, asr(partial_retry=partial_retry, final_retry=final_retry))
         _feed(p, 2)
         p.insert_audio_chunk(__import__("numpy").zeros(16000, "float32"))
         p.process_iter(until=2.8)  # a VAD pause: the final text's decode
@@ -240,7 +253,7 @@ def test_processor_finish_skips_decode_when_hypothesis_covers_speech():
     import numpy as np
 
     be = ScriptedBackend([W("hello there"), W("hello there friend")])
-    p = OnlineASRProcessor(be)
+    p = OnlineASRProcessor(be, ASR)
     p.insert_audio_chunk(np.zeros(16000, np.float32))
     p.process_iter()
     p.insert_audio_chunk(np.zeros(16000, np.float32))
@@ -257,7 +270,7 @@ def test_a_committed_word_is_not_lost_when_a_later_decode_times_it_differently_a
     final decode of the trimmed buffer, which hears only its last bit, did not bring it back)."""
     import numpy as np
 
-    from engine.asr.streaming import BackendResult
+    from engine.asr.backend import BackendResult
 
     def ws(*items):
         return [Word(a, b, " " + t) for t, a, b in items]
@@ -281,7 +294,9 @@ def test_a_committed_word_is_not_lost_when_a_later_decode_times_it_differently_a
             words, ends = decodes.pop(0) if len(decodes) > 1 else decodes[0]
             return BackendResult(words, ends, {})
 
-    p = OnlineASRProcessor(Backend(), buffer_trim_s=4.5, final_piece_s=0)  # the rule without whole decodes
+    # a short buffer (trimmed within the test's 6 s), without whole decodes, and no overlap (the buffer starts at the
+    # cut)
+    p = OnlineASRProcessor(Backend(), asr(buffer_trim_s=4.5, final_piece_s=0.0, trim_overlap_s=0.0))
     for _ in range(6):
         p.insert_audio_chunk(np.zeros(16000, np.float32))
         p.process_iter()
@@ -298,7 +313,7 @@ def test_the_words_that_leave_a_trimmed_buffer_keep_the_latest_decodes_text():
     from the trim on (trim_latest off: the committed words stay)."""
     import numpy as np
 
-    from engine.asr.streaming import BackendResult
+    from engine.asr.backend import BackendResult
 
     def ws(*items):
         return [Word(a, b, " " + t) for t, a, b in items]
@@ -326,7 +341,8 @@ def test_the_words_that_leave_a_trimmed_buffer_keep_the_latest_decodes_text():
                 words, ends = script.pop(0) if len(script) > 1 else script[0]
                 return BackendResult(words, ends, {})
 
-        p = OnlineASRProcessor(Backend(), buffer_trim_s=4.5, trim_latest=latest)
+        # a short buffer (trimmed within the test's 6 s) and no overlap: the buffer starts at the cut
+        p = OnlineASRProcessor(Backend(), asr(buffer_trim_s=4.5, trim_overlap_s=0.0, trim_latest=latest))
         for _ in range(6):
             p.insert_audio_chunk(np.zeros(16000, np.float32))
             p.process_iter()
@@ -354,7 +370,7 @@ def test_the_decodes_that_give_the_final_text_use_the_backends_final_decode():
             calls.append("final")
             return super().transcribe(audio, prompt)
 
-    p = OnlineASRProcessor(Backend([W("turn the"), W("turn the lights"), W("turn the lights off")]))
+    p = OnlineASRProcessor(Backend([W("turn the"), W("turn the lights"), W("turn the lights off")]), ASR)
     for _ in range(2):
         p.insert_audio_chunk(np.zeros(16000, np.float32))
         p.process_iter()
@@ -383,16 +399,17 @@ def generate_beams(monkeypatch):
 
 
 def test_ar_backend_decodes_the_final_text_with_beam_search(runtime, jfk_audio, generate_beams):
-    """SSDCT2Backend.transcribe_final runs CTranslate2's beam search of width final_beam_size (plain AR only; SSD
-    verifies against greedy and ignores it); on jfk.flac the beam text is right."""
+    """WhisperARBackend.transcribe_final runs CTranslate2's beam search of width final_beam_size (its partials stay
+    greedy; SSD verifies against greedy and decodes its finals greedily); on jfk.flac the beam text is right."""
     from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.whisper_ar import WhisperARBackend
 
     audio, seen = jfk_audio, generate_beams
     m = runtime.whisper_ssd()
-    text = "".join(w.text for w in SSDCT2Backend(m, speculate=False, final_beam_size=5).transcribe_final(audio).words)
+    text = "".join(w.text for w in WhisperARBackend(m, final_beam_size=5).transcribe_final(audio).words)
     assert seen == [5]
-    SSDCT2Backend(m, speculate=False, final_beam_size=5).transcribe(audio)
-    SSDCT2Backend(m, speculate=True, final_beam_size=5).transcribe_final(audio)
+    WhisperARBackend(m, final_beam_size=5).transcribe(audio)
+    SSDCT2Backend(m).transcribe_final(audio)
     assert 5 not in seen[1:]
     norm = text.lower().replace(",", "").replace(".", "").strip()
     assert jiwer.wer(JFK_TEXT.lower().replace(",", "").replace(".", ""), norm) < 0.1
@@ -406,11 +423,12 @@ def test_updates_hold_while_the_vad_hears_a_silence_inside_speech(runtime, jfk_p
     not hold it."""
     from audio.sources import FileSource
     from audio.vad import CHUNK
-    from engine.pipeline import StreamingTranscriber
+    from engine.asr.transcriber import StreamingTranscriber
 
     def transcriber(hold, realtime=True, yield_to_pause=False):
         return StreamingTranscriber(FileSource(jfk_path, realtime=realtime), ScriptedBackend([W("x")]),
-                                    runtime.vad(), lambda e: None, hold_at_silence=hold, yield_to_pause=yield_to_pause)
+                                    runtime.vad(), lambda e: None,
+                                    asr(hold_at_silence=hold, yield_to_pause=yield_to_pause))
 
     st, yielding = transcriber(True), transcriber(True, yield_to_pause=True)
     off, fast = transcriber(False, yield_to_pause=True), transcriber(True, realtime=False, yield_to_pause=True)
@@ -433,12 +451,12 @@ def test_updates_hold_while_the_vad_hears_a_silence_inside_speech(runtime, jfk_p
 
 
 def test_the_whisper_backend_abandons_a_decode_after_its_encoder_pass_when_asked(runtime, jfk_audio):
-    """SSDCT2Backend.transcribe's ``abandon``: checked once, after the encoder pass; True raises DecodeAbandoned
+    """WhisperARBackend.transcribe's ``abandon``: checked once, after the encoder pass; True raises DecodeAbandoned
     (no decoder run), False decodes exactly as without it."""
-    from engine.asr.ctc_self_speculative import SSDCT2Backend
-    from engine.asr.streaming import DecodeAbandoned
+    from engine.asr.backend import DecodeAbandoned
+    from engine.asr.whisper_ar import WhisperARBackend
 
-    be = SSDCT2Backend(runtime.whisper_ssd(), speculate=False)
+    be = WhisperARBackend(runtime.whisper_ssd())
     audio = jfk_audio[: 16000 * 6]
     asked = []
     with pytest.raises(DecodeAbandoned):
@@ -452,12 +470,14 @@ def test_the_whisper_backend_abandons_a_decode_after_its_encoder_pass_when_asked
 class _AbandonAware(ScriptedBackend):
     """A scripted backend that checks ``abandon`` where the Whisper backend does (after its encoder pass)."""
 
+    supports_abandon = True
+
     def __init__(self, hyps):
         super().__init__(hyps)
         self.decodes = 0
 
     def transcribe(self, audio, prompt="", abandon=None):
-        from engine.asr.streaming import DecodeAbandoned
+        from engine.asr.backend import DecodeAbandoned
 
         if abandon is not None and abandon():
             raise DecodeAbandoned("abandoned")
@@ -473,13 +493,13 @@ def test_a_streaming_update_is_abandoned_in_a_silence_and_falls_due_again_when_s
     decode up to the VAD's pause (the final text's) is never abandoned, nor is any update with the setting off."""
     from audio.sources import FileSource
     from audio.vad import CHUNK
-    from engine.pipeline import StreamingTranscriber, UtteranceRecord
+    from engine.asr.transcriber import StreamingTranscriber, UtteranceRecord
 
     assert runtime.cfg.asr.yield_to_pause and runtime.cfg.asr.hold_at_silence  # the defaults
     events = []
     st = StreamingTranscriber(FileSource(jfk_path, realtime=True), _AbandonAware([W("and so my fellow")]),
-                              runtime.vad(), events.append, hold_at_silence=True, yield_to_pause=True)
-    proc = OnlineASRProcessor(st.backend)
+                              runtime.vad(), events.append, runtime.cfg.asr)
+    proc = OnlineASRProcessor(st.backend, st.asr)
     rec = UtteranceRecord(index=0, t_start=0.0)
     i, in_silence = 0, False
     while not in_silence:  # up to the first silence the VAD hears inside the speech
@@ -498,7 +518,7 @@ def test_a_streaming_update_is_abandoned_in_a_silence_and_falls_due_again_when_s
         proc.insert_audio_chunk(jfk_audio[i: i + CHUNK])
         i += CHUNK
     assert st._update(proc, rec) is True and st.backend.decodes == 2 and st.stats.updates == 2
-    st.yield_to_pause = False  # off: an update running in a silence goes on
+    st.asr = dataclasses.replace(st.asr, yield_to_pause=False)  # off: an update running in a silence goes on
     while st.vad.silence_since is None:
         st.vad(jfk_audio[i: i + CHUNK])
         proc.insert_audio_chunk(jfk_audio[i: i + CHUNK])
@@ -509,12 +529,14 @@ def test_a_streaming_update_is_abandoned_in_a_silence_and_falls_due_again_when_s
 @pytest.mark.parametrize("role", ["asr_draft", "asr_target"])
 def test_pipeline_on_jfk_emits_partials_then_final(runtime, jfk_path, role):
     from audio.sources import FileSource
-    from engine.pipeline import StreamingTranscriber
-    from engine.asr.streaming import FasterWhisperBackend
+    from engine.asr.transcriber import StreamingTranscriber
+    from engine.asr.faster_whisper_backend import FasterWhisperBackend
 
     be = FasterWhisperBackend(runtime.model(role).path)
     events = []
-    st = StreamingTranscriber(FileSource(jfk_path, realtime=False), be, runtime.vad(), events.append, min_chunk_s=1.0)
+    # the live events only (the second pass's revisions would follow the last final), an update per second of audio
+    st = StreamingTranscriber(FileSource(jfk_path, realtime=False), be, runtime.vad(), events.append,
+                              asr(revise_max_s=0.0, min_chunk_s=1.0))
     stats = st.run()
     kinds = [type(e) for e in events]
     assert kinds[0] is SpeechStarted and kinds[-1] is FinalTranscript
@@ -560,7 +582,7 @@ class OracleBackend:
         return out
 
     def transcribe(self, audio, prompt=""):
-        from engine.asr.streaming import BackendResult
+        from engine.asr.backend import BackendResult
 
         self.decodes += 1
         t0 = float(audio[0]) * 100.0
@@ -589,7 +611,7 @@ def test_a_run_on_utterance_is_cut_between_words_and_loses_none(final_piece_s, r
     import numpy as np
 
     from audio.sources import ArraySource
-    from engine.pipeline import StreamingTranscriber
+    from engine.asr.transcriber import StreamingTranscriber
 
     class Paced(ArraySource):  # 300 blocks at 4 ms each: the decoder sees the audio grow, as from a microphone
         def __iter__(self):
@@ -601,9 +623,11 @@ def test_a_run_on_utterance_is_cut_between_words_and_loses_none(final_piece_s, r
     audio = (np.arange(n, dtype=np.float64) / 16000 / 100).astype(np.float32)
     events = []
     be = OracleBackend(right_context_s)
+    # an update per second, a short buffer and run-on limit (several trims and cuts in 30 s), and no second pass
+    # (the oracle decoder has no window decode)
     st = StreamingTranscriber(Paced(audio, realtime=False, trailing_silence_s=0.0), be, None, events.append,
-                              min_chunk_s=1.0, buffer_trim_s=4.0, max_utterance_s=12.0, final_piece_s=final_piece_s,
-                              trim_overlap_s=trim_overlap_s)
+                              asr(min_chunk_s=1.0, buffer_trim_s=4.0, final_piece_s=final_piece_s,
+                                  trim_overlap_s=trim_overlap_s, revise_max_s=0.0), max_utterance_s=12.0)
     st.run()
     finals = [e for e in events if isinstance(e, FinalTranscript)]
     assert len(finals) >= 2  # the run-on limit closed it at least once
@@ -622,10 +646,11 @@ def test_the_final_decode_verifies_its_draft_exactly(runtime, jfk_path):
     for SSD (whose partials use the relaxed τ_SLM); a right draft is accepted up to its first token with p ≤ 1/2."""
     from audio.io import load_audio
     from engine.asr.ctc_self_speculative import SSDCT2Backend
+    from engine.asr.whisper_ar import WhisperARBackend
 
     audio = load_audio(jfk_path)
     m = runtime.whisper_ssd()
-    ar = SSDCT2Backend(m, speculate=False)
+    ar = WhisperARBackend(m, final_beam_size=1)  # greedy finals: a beam search would not take the draft
     greedy = ar.transcribe(audio)
     g_text = "".join(w.text for w in greedy.words).strip()
     assert greedy.stats["stage"] == "ar"
@@ -634,7 +659,7 @@ def test_the_final_decode_verifies_its_draft_exactly(runtime, jfk_path):
     assert right.stats["draft_tokens"] > 10 and right.stats["accepted"] > 0  # up to its first token with p ≤ 1/2
     wrong_mid = g_text.replace("what your country", "when the country")
     wrong_start = "Hello there, " + g_text
-    for backend in (ar, SSDCT2Backend(m, speculate=True)):
+    for backend in (ar, SSDCT2Backend(m)):
         for draft in (wrong_mid, wrong_start):
             r = backend.transcribe_final(audio, draft=draft)
             assert "".join(w.text for w in r.words).strip() == g_text, (backend.name, draft)

@@ -1,4 +1,4 @@
-"""The codec TTS training-data cache (engine.training.codec_tts): one .npz keyed by the teacher voice's sha256,
+"""The codec TTS training-data cache (engine.synthesis.training): one .npz keyed by the teacher voice's sha256,
 rebuilt when missing or corrupt, never a pickle."""
 
 import pickle
@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from engine.training import codec_tts as T
+from engine.synthesis import training as T
 
 
 def _items():

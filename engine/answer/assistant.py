@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from engine.config import LlmConfig, TtsConfig
 from engine.llm.chat import ChatHistory
 from engine.core.events import AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error
 from engine.llm.generate import GenStats, LMSession, TextStreamer, greedy_stream
@@ -62,14 +63,20 @@ class Assistant:
     Args:
         lm: a :class:`engine.llm.llama_cpp_lm.LlamaCppLM` (needs ``chat_prompt``) or any CausalLM with a ``chat_prompt`` method.
         tts: an object with ``synthesize(text) -> float32 array`` and ``sample_rate``; None = text only.
-        system_prompt: the system message.
+        system_prompt: the system message (``llm.system_prompt``).
         max_tokens: answer length cap, tokens.
         emit: callback receiving events.
+        max_history_turns: at most this many earlier (user, assistant) pairs are kept (0 = no limit besides the
+            context).
+        first_clause_words: words a clause needs to be the first spoken piece (``tts.first_clause_words``; 0 = the
+            whole first sentence).
+
+    The defaults of the settings are the configuration's (:mod:`engine.config`).
     """
 
     def __init__(self, lm, tts, system_prompt: str, max_tokens: int = 256,
                  emit: Callable[[object], None] = lambda e: None, max_history_turns: int = 0,
-                 first_clause_words: int = 0):
+                 first_clause_words: int = TtsConfig.first_clause_words):
         self.lm = lm
         self.first_clause_words = first_clause_words  # the first spoken piece may be a clause (engine.answer.sentences)
         self.session = LMSession(lm)
@@ -207,8 +214,9 @@ class PredGenAssistant(Assistant):
 
     def __init__(self, lm, tts, system_prompt: str, max_tokens: int = 256,
                  emit: Callable[[object], None] = lambda e: None, verifier: str = "greedy", top_k: int = 3,
-                 beta: float = 0.2, tokens_per_update: int = 8, judge_lm=None, speculation_threads: int = 1,
-                 first_clause_words: int = 0):
+                 beta: float = 0.2, tokens_per_update: int = 8, judge_lm=None,
+                 speculation_threads: int = LlmConfig.predgen_speculation_threads,
+                 first_clause_words: int = TtsConfig.first_clause_words):
         super().__init__(lm, tts, system_prompt, max_tokens, emit, first_clause_words=first_clause_words)
         from engine.answer.predictive import PredGen
 

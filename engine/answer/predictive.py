@@ -31,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 
+from engine.config import TtsConfig
 from engine.core import verify as V
 from engine.llm.chat import ChatHistory
 from engine.llm.generate import GreedySteps, LMSession, TextStreamer
@@ -121,7 +122,8 @@ class PredGen:
     Args:
         lm: target LLM (``chat_prompt``, ``tokenize``, ``detokenize``, ``eos_ids``).
         tts: ``synthesize(text) -> float32 array`` + ``sample_rate``; None = no pre-synthesis.
-        system_prompt: the assistant's system prompt; PredGen's truncation note (A.3) is appended.
+        system_prompt: the assistant's system prompt (``llm.system_prompt``); PredGen's truncation note (A.3) is
+            appended.
         verifier: "greedy" | "top_k" | "reflection" | "biased".
         top_k: k of the top-k verifier. beta: β of the biased verifier (SSBD Eq. 5).
         tokens_per_update: token budget of one speculative update (while the user speaks).
@@ -130,12 +132,16 @@ class PredGen:
         history: earlier turns [{"role","content"}] (multi-turn).
         speculation_threads: LLM threads for updates while the user speaks (0 = all); the final step uses all.
         yield_to_asr: each speculative forward pass waits while a streaming-ASR decode runs (engine.core.cpu policy).
+        first_clause_words: words a clause needs to be the first spoken piece (``tts.first_clause_words``; 0 = the
+            whole first sentence).
+
+    The defaults of the settings are the configuration's (:mod:`engine.config`).
     """
 
-    def __init__(self, lm, tts=None, system_prompt: str = "", verifier: str = "greedy", top_k: int = 3,
+    def __init__(self, lm, tts, system_prompt: str, verifier: str = "greedy", top_k: int = 3,
                  beta: float = 0.2, tokens_per_update: int = 8, max_tokens: int = 256, judge_lm=None,
                  history: list[dict] | None = None, speculation_threads: int = 0, yield_to_asr: bool = True,
-                 first_clause_words: int = 0):
+                 first_clause_words: int = TtsConfig.first_clause_words):
         if verifier not in VERIFIERS:
             raise ValueError(f"unknown PredGen verifier {verifier!r}; choose from {', '.join(VERIFIERS)}")
         self.lm = lm

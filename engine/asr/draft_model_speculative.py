@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.core import verify as V
+from engine.asr.backend import ASRBackend
 
 SPEC_METHODS = {
     "sd8": dict(k=8, beams=1, adaptive=False, recycle=False, tree=False),
@@ -133,7 +134,7 @@ class SpecASR:
 
     Args:
         target: TorchWhisper (base) — its decoder verifies; draft: the tiny.en model, a
-            :class:`engine.asr.ctc_self_speculative.WhisperSSD` (int8 CTranslate2 encoder, torch decoder) or a TorchWhisper.
+            :class:`engine.asr.whisper_ssd.WhisperSSD` (int8 CTranslate2 encoder, torch decoder) or a TorchWhisper.
         threshold: normalised-logit threshold (§IV-A, default 0.4); max_draft: longest draft (24).
         ctc_head: a :class:`engine.asr.ctc_draft.CTCHead` for the ``ctc_draft`` method (optional).
     """
@@ -384,20 +385,21 @@ class SpecASR:
         return Stop()
 
 
-class SpecASRBackend:
-    """Streaming ASR backend (:class:`engine.asr.streaming.ASRBackend`) decoding every re-decode with SpecASR.
+class SpecASRBackend(ASRBackend):
+    """Streaming ASR backend (:class:`engine.asr.backend.ASRBackend`) decoding every re-decode with SpecASR.
 
     Args:
-        target: :class:`engine.asr.ctc_self_speculative.WhisperSSD` of the target (base): encoder, decoder, word alignment.
-        draft: :class:`engine.asr.ctc_self_speculative.WhisperSSD` of the draft (tiny.en).
+        target: :class:`engine.asr.whisper_ssd.WhisperSSD` of the target (base): encoder, decoder, word alignment.
+        draft: :class:`engine.asr.whisper_ssd.WhisperSSD` of the draft (tiny.en).
         threshold / max_draft: §IV-A; tree: §IV-C on (method "tree") or off ("recycling").
     """
 
     name = "specasr"
+    supports_language = True
 
     def __init__(self, target, draft, threshold: float = 0.4, max_draft: int = 24, tree: bool = True,
                  method: str | None = None, guard=None):
-        from engine.asr.ctc_self_speculative import SSDCT2Backend
+        from engine.asr.whisper_ar import WhisperARBackend
         from engine.asr.window import DecodeGuard, WindowPolicy
 
         self.target = target
@@ -408,9 +410,9 @@ class SpecASRBackend:
             raise ValueError(f"unknown SpecASR method {self.method!r}")
         self.guard = guard or DecodeGuard()
         # a decode that fails a guard is redone greedily on the padded 30 s window (as the SSD/AR backend does)
-        self._padded = SSDCT2Backend(target, speculate=False, window=WindowPolicy("padded"), guard=self.guard)
+        self._padded = WhisperARBackend(target, window=WindowPolicy("padded"), guard=self.guard)
         # a window in another language than English is decoded by the target alone (the draft is English-only)
-        self._target_only = SSDCT2Backend(target, speculate=False, window=target.window, guard=self.guard)
+        self._target_only = WhisperARBackend(target, window=target.window, guard=self.guard)
 
     @property
     def language(self):
@@ -420,10 +422,10 @@ class SpecASRBackend:
         """Decode ``audio`` (float32 16 kHz, any length; longer than one window: in pieces) after ``prompt``:
         the target's encoder window (length-scaled by default), SpecASR with the guard's token cap, and the
         padded-window fallback when a guard fails. ``language``: as in
-        :meth:`engine.asr.ctc_self_speculative.SSDCT2Backend.transcribe`; a window in another language than
+        :meth:`engine.asr.whisper_ar.WhisperARBackend.transcribe`; a window in another language than
         English is decoded by the target alone (plain greedy AR: the draft model is English-only)."""
-        from engine.asr.ctc_self_speculative import segment_ends, transcribe_in_pieces
-        from engine.asr.streaming import BackendResult
+        from engine.asr.backend import BackendResult
+        from engine.asr.whisper_ar import segment_ends, transcribe_in_pieces
 
         audio = np.asarray(audio, np.float32)
         if len(audio) > self.target.window.max_audio_s * 16000:

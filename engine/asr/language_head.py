@@ -26,8 +26,8 @@ FRAME_SAMPLES = 320  # Whisper encoder frames: 20 ms at 16 kHz
 
 class _Net:
     """One network of the head, in numpy (``engine.training.lid_head.build_net`` in torch): [per-frame
-    Linear(d_model→F) → GELU → Conv1d(F→F, k) → GELU, when it has them] → mean and standard deviation over the frames
-    → LayerNorm → Linear → GELU → Linear(→ classes)."""
+    Linear(d_model→F) → GELU → Conv1d(F→F, k) → GELU, when it has them] → mean and standard deviation over the
+    frames → LayerNorm → Linear → GELU → Linear(→ classes)."""
 
     def __init__(self, w: dict[str, np.ndarray]):
         self.proj = (w["proj.weight"].T.copy(), w["proj.bias"]) if "proj.weight" in w else None

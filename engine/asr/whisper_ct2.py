@@ -212,7 +212,8 @@ def load_whisper_torch(model_dir: str | Path, dtype=None):
     model.tie_weights()
     missing = [m for m in missing if not m.endswith("k_proj.bias")]
     if missing or unexpected:
-        raise ValueError(f"{model_dir}: weights do not fit WhisperConfig (missing {missing[:5]}, unexpected {unexpected[:5]})")
+        raise ValueError(f"{model_dir}: weights do not fit WhisperConfig (missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]})")
     model.eval()
     if dtype is not None:
         model = model.to(dtype)

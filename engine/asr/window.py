@@ -44,7 +44,7 @@ class WindowPolicy:
 
     mode: str = "scaled"
     margin_s: float = 4.0
-    min_s: float = 6.0
+    min_s: float = 10.0
     bucket_s: float = 0.5
     max_audio_s: float = 28.0
 
@@ -261,3 +261,32 @@ def skipped_regions(audio: np.ndarray, words: Sequence, min_gap_s: float = 1.0, 
     if end - prev_end >= min_gap_s and speechy(prev_end, end):
         out.append((prev_end, end, None))
     return out
+
+
+def quietest_word_boundary(audio: np.ndarray, t0: float, words: Sequence, earliest: float, span_s: float,
+                           min_tail_s: float, frame_s: float = 0.1) -> float | None:
+    """The quietest boundary between two consecutive ``words`` (a decode's words, audio times in seconds) to cut
+    ``audio`` at: the one of least mean energy over the ``frame_s`` seconds around it (a decode's word times can be
+    off; a gap between words is quiet) between ``span_s`` and ``min_tail_s`` seconds before the audio's end, else
+    the quietest anywhere after ``earliest`` + 0.1 s and at least 0.2 s before the end.
+
+    Args:
+        audio: float32 16 kHz samples, (n,), starting at the audio time ``t0`` (seconds).
+        words: objects with ``start`` and ``end`` (seconds), in order.
+        earliest: audio time (seconds) no cut may come before (plus 0.1 s).
+
+    Returns:
+        the boundary's audio time (seconds), or None when no boundary qualifies.
+    """
+    end = t0 + len(audio) / SAMPLE_RATE
+    bounds = [min(a.end, b.start) if b.start > a.start else a.end for a, b in zip(words, words[1:])]
+    bounds = [t for t in bounds if earliest + 0.1 <= t <= end - 0.2]
+    near = [t for t in bounds if end - span_s <= t <= end - min_tail_s]
+    half = int(frame_s * SAMPLE_RATE / 2)
+
+    def energy(t: float) -> float:
+        i = int(round((t - t0) * SAMPLE_RATE))
+        seg = audio[max(0, i - half): i + half]
+        return float(np.mean(seg.astype(np.float64) ** 2)) if len(seg) else np.inf
+
+    return min(near or bounds, key=energy) if near or bounds else None

@@ -1,4 +1,5 @@
-"""CPU sharing between the streaming ASR and speculation on two cores: the ASR always goes first.
+"""The CPU: what it is (:func:`cpu_flags`, :func:`cpu_model`, the one reader of /proc/cpuinfo, and the rules that
+follow from its flags), and how the streaming ASR and speculation share two cores: the ASR always goes first.
 
 Policy (measured by ``specvoice bench voice``, documented in the README):
 
@@ -15,9 +16,66 @@ One instance per process (:data:`ASR`): the ASR and the answer stage share the m
 
 from __future__ import annotations
 
+import platform
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
+
+#: where Linux describes the CPU; elsewhere it does not exist and the readers below say "unknown"
+CPUINFO = Path("/proc/cpuinfo")
+
+#: ``platform.machine()`` names of x86 CPUs (where onnxruntime's uint8 × int8 kernel may saturate)
+_X86 = ("x86_64", "amd64", "x64", "i386", "i686", "x86")
+
+#: the flags of the x86 dot-product instructions (VNNI) with which onnxruntime's uint8 × int8 kernel is exact
+_VNNI = frozenset({"avx512_vnni", "avx_vnni"})
+
+
+def _read(cpuinfo: str | Path) -> str:
+    """The text of ``cpuinfo``; "" where it cannot be read (not Linux, no permission)."""
+    try:
+        return Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def cpu_flags(cpuinfo: str | Path = CPUINFO) -> frozenset[str]:
+    """The CPU's feature flags: the words of every ``flags`` line of ``cpuinfo`` (every processor's together,
+    e.g. ``avx2``, ``avx512_vnni``, ``amx_tile``); empty where the file cannot be read or lists none."""
+    flags: set[str] = set()
+    for line in _read(cpuinfo).splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+    return frozenset(flags)
+
+
+def cpu_model(cpuinfo: str | Path = CPUINFO) -> str:
+    """The CPU's model name (the first ``model name`` line of ``cpuinfo``, e.g. "Intel(R) Xeon(R) Processor");
+    "" where unknown."""
+    for line in _read(cpuinfo).splitlines():
+        if line.startswith("model name"):
+            return line.partition(":")[2].strip()
+    return ""
+
+
+def int8_gemm_saturates(cpuinfo: str | Path = CPUINFO, machine: str | None = None) -> bool:
+    """Whether onnxruntime's default uint8 × int8 matrix product can saturate on this CPU.
+
+    Without VNNI, the x86 kernel sums pairs of products in saturating 16-bit registers (``vpmaddubsw``), so a
+    quantised model gives other outputs than on a VNNI CPU. True for an x86 CPU without VNNI (``avx512_vnni`` /
+    ``avx_vnni`` absent from its flags) and for one whose flags cannot be read (the exact kernel is the safe
+    choice); False on other architectures (Arm's dot-product kernels do not saturate).
+
+    Args:
+        cpuinfo: the file the flags are read from.
+        machine: the architecture as ``platform.machine()`` names it; None = this machine's.
+    """
+    arch = (platform.machine() if machine is None else machine).lower()
+    if arch not in _X86:
+        return False
+    flags = cpu_flags(cpuinfo)
+    return not flags or not (_VNNI & flags)
 
 
 class AsrPriority:

@@ -59,7 +59,7 @@ class PartialTranscript:
     """One streaming update: ``committed`` text (LocalAgreement-2's; stable but for a trim of a long utterance's
     buffer, where the words that leave it take their final text) + ``tentative`` tail (may change);
     ``hypothesis``: the text the final transcript would have if speech ended now
-    (:attr:`engine.asr.streaming.OnlineASRProcessor.hypothesis`; "" when not given)."""
+    (:attr:`engine.asr.online_processor.OnlineASRProcessor.hypothesis`; "" when not given)."""
 
     utterance: int
     committed: str
@@ -202,4 +202,123 @@ class Error:
 
     where: str
     message: str
+    wall: float = field(default_factory=now)
+
+
+# -- session events: what the session engine (engine/session.py) reports besides the stages' own records ---------
+@dataclass(frozen=True)
+class AsrMetrics:
+    """Speech recognition's speed: ``rtf`` (compute s per audio s so far; None before any audio) and, after a
+    final transcript, ``eos_to_final_s`` (end of speech → that final, s) of ``utterance``."""
+
+    rtf: float | None
+    utterance: int | None = None
+    eos_to_final_s: float | None = None
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class SpokenAnswerMetrics:
+    """One answered turn, timed from the end of the user's speech (s): ``ttfs_s`` to the first sentence's text,
+    ``first_audio_s`` to its audio; ``nfetfs``: LLM forward passes after the end of speech to the first sentence
+    (None for the cascade, which drafted nothing); ``presynth_used``: PredGen's pre-synthesised first sentence was
+    played; ``accepted_tokens``: draft tokens the final verification kept; ``tokens_per_s``: LLM decode speed."""
+
+    utterance: int
+    ttfs_s: float | None
+    first_audio_s: float | None
+    nfetfs: int | None
+    presynth_used: bool
+    accepted_tokens: int
+    tokens_per_s: float | None
+    wall: float = field(default_factory=now)
+
+
+#: how an utterance's turn ended (:attr:`TurnMetrics.by`)
+TURN_ENDS = ("model", "silence", "released")
+
+
+@dataclass(frozen=True)
+class TurnMetrics:
+    """An end-of-turn decision of ``utterance`` at audio time ``t`` (s) by ``rule`` (``duplex.end_of_turn`` or
+    "push_to_talk"): ``p_complete`` (Smart Turn's probability, None when not asked), ``complete`` (the turn is
+    over), ``final`` (no later decision for this utterance); at the end of speech ``by`` says what ended it (one
+    of :data:`TURN_ENDS`) and ``silence_s`` the silence that ends a turn by itself (s)."""
+
+    utterance: int
+    rule: str
+    t: float
+    p_complete: float | None
+    complete: bool
+    final: bool
+    by: str = ""
+    silence_s: float | None = None
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class CaptionMetrics:
+    """A live caption's translation stream so far: normalised erasure ``ne`` (erased words per final word),
+    ``acceptance`` (accepted / drafted tokens, A/D), ``accepted_share`` (accepted / output tokens, A/O),
+    ``tokens_per_s`` (output tokens per compute second)."""
+
+    utterance: int
+    ne: float
+    acceptance: float
+    accepted_share: float
+    tokens_per_s: float
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class InputLevel:
+    """The input's level for a meter: 4 × the block's RMS, clipped to [0, 1]."""
+
+    level: float
+
+
+#: who is talking (:attr:`Speakers.who`)
+SPEAKERS = ("", "user", "assistant", "both")
+
+
+@dataclass(frozen=True)
+class Speakers:
+    """Who is talking now, one of :data:`SPEAKERS` (reported on change)."""
+
+    who: str
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class BargeIn:
+    """The user spoke over the answer at audio time ``t`` (s) and it stopped; ``path`` is the detector that heard
+    them ("vad" | "double_talk" | "")."""
+
+    t: float
+    path: str
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class EchoCancelling:
+    """Whether the session's input is echo-cancelled against the answer's playback (once, when it starts)."""
+
+    on: bool
+
+
+@dataclass(frozen=True)
+class Status:
+    """A one-line status message for the user (not an error)."""
+
+    text: str
+    wall: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class AnswerSaved:
+    """Answer audio written to ``path`` (a WAV, ``seconds`` long); ``utterance`` is None for a whole session's."""
+
+    utterance: int | None
+    path: str
+    seconds: float
     wall: float = field(default_factory=now)

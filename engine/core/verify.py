@@ -1,6 +1,6 @@
 """The speculative core: every acceptance rule, the longest common prefix, softmax, the per-call statistics type and
 the KV-crop bookkeeping, once each. CTC-SSD (:mod:`engine.asr.ctc_self_speculative`), SpecASR (:mod:`engine.asr.draft_model_speculative`), PredGen
-(:mod:`engine.answer.predictive`), SSBD (:mod:`engine.translate.biased_retranslation`) and PCG (:mod:`engine.speech.coarse_grained_sampling`) call it.
+(:mod:`engine.answer.predictive`), SSBD (:mod:`engine.translate.biased_retranslation`) and PCG (:mod:`engine.synthesis.coarse_grained_sampling`) call it.
 
 Row convention (the :class:`engine.llm.protocol.CausalLM` one): ``rows[j]`` is the target's next-token logits *before* draft
 token ``draft[j]`` — the row after the last context token for j = 0, after ``draft[j-1]`` otherwise. ``rows`` may
@@ -260,7 +260,7 @@ class StepResult:
 
 
 class Groups(Protocol):
-    """What :func:`pcg_step` needs of a grouping (:class:`engine.speech.coarse_grained_sampling.AcousticGroups`): ``groups[k]`` int token
+    """What :func:`pcg_step` needs of a grouping (:class:`engine.synthesis.coarse_grained_sampling.AcousticGroups`): ``groups[k]`` int token
     array of G_k, ``N`` int (V,) groups per token, P_c(G_k) by :meth:`coarse`, K ~ w_{·,t} by :meth:`sample_group`."""
 
     groups: list

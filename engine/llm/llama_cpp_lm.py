@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from engine.core.cpu import CPUINFO, cpu_flags
 from engine.llm.protocol import ModelLoadError
 
 
@@ -21,14 +22,10 @@ def default_threads() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def cpu_has_amx(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
+def cpu_has_amx(cpuinfo: str | Path = CPUINFO) -> bool:
     """Whether the CPU reports Intel AMX (the ``amx_tile`` flag of Sapphire Rapids and later); False where
     ``cpuinfo`` cannot be read (not Linux)."""
-    try:
-        text = Path(cpuinfo).read_text(errors="replace")
-    except OSError:
-        return False
-    return any(line.startswith("flags") and " amx_tile" in line for line in text.splitlines())
+    return "amx_tile" in cpu_flags(cpuinfo)
 
 
 @functools.cache

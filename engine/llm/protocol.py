@@ -17,7 +17,8 @@ Adapters:
     * :class:`engine.llm.torch_lm.TorchCausalLM` — any transformers causal LM (``past_key_values`` DynamicCache).
     * :class:`engine.asr.whisper_torch.WhisperDecoderLM` — the torch Whisper decoder conditioned on one encoder output
       (plus one-pass token-tree evaluation).
-    * :class:`tts.codec_lm.CodecLMSession` — the codec LM (target or draft layers) over one utterance.
+    * :class:`engine.synthesis.codec_lm_session.CodecLMSession` — the codec LM (target or draft layers) over one
+      utterance.
     * :class:`engine.asr.whisper_ct2.CT2WhisperDecoder` — CTranslate2's Whisper decoder, which keeps no KV cache between
       calls and returns no per-position logits: it implements the verification form, :class:`TokenScorer`
       (p(draft token | prefix) for every draft token in one pass), and continues greedily from a prefix.

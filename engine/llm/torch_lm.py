@@ -13,6 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
+from engine.config import LlmConfig
+
 
 class TorchCausalLM:
     """:class:`CausalLM` over a transformers causal LM (``AutoModelForCausalLM``), CPU or CUDA.
@@ -27,8 +29,8 @@ class TorchCausalLM:
             family ``llm``).
         dtype: torch dtype (or its name) of a model loaded here: None = bfloat16 on CUDA, float32 on the CPU. A
             model passed in keeps its dtype.
-        n_ctx: context window, tokens (``eval`` past it raises ValueError); 0 = no limit here (the runtime passes
-            ``llm.n_ctx``).
+        n_ctx: context window, tokens (``eval`` past it raises ValueError); default ``llm.n_ctx``'s, as
+            :class:`engine.llm.llama_cpp_lm.LlamaCppLM`; 0 = no limit here.
         cache_dir: where a dequantised GGUF is kept (:func:`load_gguf`), so only the first load pays the conversion
             (minutes on a few cores: every tensor and the 150k-token vocabulary); None = convert every time.
 
@@ -36,7 +38,7 @@ class TorchCausalLM:
         engine.devices.DeviceError: ``device="cuda"`` without a CUDA device visible to torch.
     """
 
-    def __init__(self, model, tokenizer=None, device: str | None = None, dtype=None, n_ctx: int = 0,
+    def __init__(self, model, tokenizer=None, device: str | None = None, dtype=None, n_ctx: int = LlmConfig.n_ctx,
                  cache_dir: str | Path | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache

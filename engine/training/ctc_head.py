@@ -15,7 +15,7 @@ is trained here, on the same frozen encoder the decoder reads — the draft is "
     speed perturbation 0.9–1.1 on 30 % of utterances;
   * windows: what the streaming ASR encodes — each stream is cut into ``--per-stream`` buffers that start at the
     stream start (a growing buffer) or in a pause (after committed text) and end anywhere (mid-word cuts) or in
-    a pause, 1–28 s long, mostly 2–12 s; 80 % are encoded in the length-scaled ``WindowPolicy()`` window
+    a pause, 1–28 s long, mostly 2–12 s; 80 % are encoded in the length-scaled :data:`TRAINING_WINDOW`
     (audio + 4 s margin), 20 % in the padded 30 s window;
   * targets: self-distillation — Whisper-base's own greedy transcript of each window from the same encoder
     output (what the verifier would say); windows whose label is > 0.4 normalised CER from the synthesised text
@@ -47,13 +47,20 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+from engine.asr.window import WindowPolicy
+from engine.config import cache_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "bench" / "data"  # shipped text (bench/data/text/SOURCES.md)
-CACHE = Path(os.environ.get("SPECVOICE_CACHE", Path.home() / ".cache" / "specvoice")) / "ctc_data"
+CACHE = cache_dir() / "ctc_data"
 HELDOUT_DIR = ROOT / "bench" / "data" / "heldout_speech"
-SR = 16000
+SR = SAMPLE_RATE  # Hz: the audio the streaming ASR encodes
 STREAM_S = 28.0  # longest stream (= WindowPolicy.max_audio_s: the longest buffer one window decodes)
 THREADS = int(os.environ.get("SPECVOICE_TRAIN_THREADS", "1"))  # CPU threads for every stage
+# the scaled window the shipped head's features were encoded in (a 6 s shortest window; the streaming ASR now
+# encodes at least asr.encoder_min_s): kept so that a retrained head sees the same distribution
+TRAINING_WINDOW = WindowPolicy(min_s=6.0)
 ESPEAK_VOICES = ["en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan", "en-029", "en-us+f3",
                  "en-us+m3", "en-gb+f2", "en-us+m7", "en-gb+m4", "en-us+f4"]
 
@@ -180,15 +187,15 @@ class Labeler:
 
     def encode(self, audio: np.ndarray, n_frames: int | None = None):
         """Encoder output of ``audio`` in a window of ``n_frames`` mel frames (default: the scaled
-        ``WindowPolicy()``; 3000 = the padded 30 s window)."""
-        from engine.asr.window import WindowPolicy, log_mel
+        :data:`TRAINING_WINDOW`; 3000 = the padded 30 s window)."""
+        from engine.asr.window import log_mel
 
-        n_frames = WindowPolicy().n_frames(len(audio)) if n_frames is None else n_frames
+        n_frames = TRAINING_WINDOW.n_frames(len(audio)) if n_frames is None else n_frames
         return self.model.encode(log_mel(self.model.feature_extractor, audio, n_frames))
 
     def label(self, enc) -> str:
-        """Greedy transcript (prompt = SOT sequence + <|notimestamps|>), as ``SSDCT2Backend._decode_window``
-        decodes with ``speculate=False``."""
+        """Greedy transcript (prompt = SOT sequence + <|notimestamps|>), as the plain AR backend
+        (:class:`engine.asr.whisper_ar.WhisperARBackend`) decodes a window."""
         prompt = list(self.tok.sot_sequence) + [self.tok.no_timestamps]
         r = self.model.model.generate(enc, [prompt], beam_size=1, max_length=448)[0]
         return self.tok.decode([t for t in r.sequences_ids[0] if t < self.tok.eot]).strip()
@@ -257,7 +264,7 @@ def window_ref(spans, s: int, e: int) -> tuple[list[str], str]:
 
 def make_data(n_piper: int, n_espeak: int, per_stream: int = 10, seed: int = 0, max_minutes: float = 0) -> None:
     """Synthesise streams of packed utterances, cut each into ``per_stream`` streaming-buffer windows, encode
-    (scaled ``WindowPolicy()`` window, 20 % padded) and label them into CACHE/shard_*.npz (resumable; stops
+    (scaled :data:`TRAINING_WINDOW`, 20 % padded) and label them into CACHE/shard_*.npz (resumable; stops
     after ``max_minutes`` of wall time when > 0), and the held-out utterances into bench/data/heldout_speech
     (one FLAC per utterance + refs.json)."""
     import soundfile as sf
@@ -611,7 +618,7 @@ Self-speculative draft for `engine/asr/ctc_self_speculative.py` (ctc_self_specul
 `python -m engine.training.ctc_head all` (data → train → eval), seeded, on a CPU.
 
 * **Input**: Whisper-base encoder output (CTranslate2 int8, as the streaming ASR computes it), 20 ms per frame,
-  of the length-scaled window (`engine.asr.window.WindowPolicy()`: the buffered audio + 4 s of silence, at
+  of the length-scaled window (`engine.training.ctc_head.TRAINING_WINDOW`: the buffered audio + 4 s of silence, at
   least 6 s) or of the padded 30 s window (1500 frames). The head reads the frames that hold audio
   (`ceil(samples / 320)`). The encoder is frozen (never updated), so the draft shares the target's encoder.
 * **Architecture**: LayerNorm → Linear(512→{cfg['arch']['channels']}) → {cfg['arch']['blocks']} residual blocks

@@ -45,10 +45,11 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.config import cache_dir
 from engine.training.ctc_head import SR, THREADS, _noise, _room, _speed
 
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("SPECVOICE_CACHE", Path.home() / ".cache" / "specvoice")) / "lid_data"
+CACHE = cache_dir() / "lid_data"
 
 # Whisper code → espeak-ng voice(s) (wordfreq has the same code except Norwegian: "nb")
 HEAD_LANGUAGES = {

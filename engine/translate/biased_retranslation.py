@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from engine.config import CaptionConfig
 from engine.core import verify as V
 from engine.translate.stream_metrics import SSBDUpdate, StreamStats
 from engine.translate.translator import Translator, same_source
@@ -125,10 +126,15 @@ class SSBDTranslator(Translator):
         mask_k: k of mask-k (tokens).
         display_only: True = display-only mask-k (keep the tail in the draft, hide it on screen);
             False = classic mask-k (trim the draft).
+
+    The defaults are the ``caption`` settings' (:class:`engine.config.CaptionConfig`).
+
+    Raises:
+        ValueError: ``beta`` outside [0, 1] or a negative ``mask_k``.
     """
 
-    def __init__(self, lm, target: str = "German", max_tokens: int = 96, beta: float = 0.2, mask_k: int = 3,
-                 display_only: bool = True):
+    def __init__(self, lm, target: str = "German", max_tokens: int = 96, beta: float = 0.2,
+                 mask_k: int = CaptionConfig.mask_k, display_only: bool = True):
         super().__init__(lm, target, max_tokens)
         if not 0.0 <= beta <= 1.0:
             raise ValueError(f"beta must be in [0, 1], got {beta}")
@@ -220,9 +226,15 @@ def greedy_to_eos(session, out: list[int], nxt, eos_ids, max_tokens: int, cancel
 
 
 class ARRetranslator(Translator):
-    """The AR baseline with the same update/metric interface: every update re-translates from scratch."""
+    """The AR baseline with the same update/metric interface: every update re-translates from scratch.
 
-    def __init__(self, lm, target: str = "German", max_tokens: int = 96, mask_k: int = 0):
+    Args:
+        lm, target, max_tokens: as :class:`engine.translate.translator.Translator`.
+        mask_k: the last k tokens of a partial update are hidden on screen (display-only mask-k: AR keeps no draft
+            to trim; :func:`engine.runtime.build_translator` passes 0 under classic mask-k).
+    """
+
+    def __init__(self, lm, target: str = "German", max_tokens: int = 96, mask_k: int = CaptionConfig.mask_k):
         super().__init__(lm, target, max_tokens)
         self.mask_k = mask_k
         self.stream = StreamStats()

@@ -1,7 +1,10 @@
-"""Caption languages: codes and names, and a cheap language check by stop words and letters.
+"""Languages: the caption targets and the spoken languages, codes and names, and a cheap language check by stop
+words and letters.
 
-``LANGUAGES`` maps ISO 639-1 codes to English names; :func:`language_code` / :func:`language_name` convert
-either way (``None`` / the input back when unknown). :func:`language_scores` counts, per language of
+``LANGUAGES`` maps the caption target languages' ISO 639-1 codes to English names, ``WHISPER_NAMES`` those of
+the languages Whisper transcribes; :func:`caption_targets` and :func:`whisper_languages` list them as ``(code, name)``
+(the settings' choices, the desktop app's language boxes). :func:`language_code` / :func:`language_name` convert a
+caption language either way (``None`` / the input back when unknown). :func:`language_scores` counts, per language of
 ``SUPPORTED`` and English, the stop words and language-specific letters in a text (the fidelity guard's
 target-language check, :mod:`engine.translate.fidelity`).
 """
@@ -16,9 +19,45 @@ LANGUAGES = {"de": "German", "fr": "French", "es": "Spanish", "it": "Italian", "
 
 CODES = {v.lower(): k for k, v in LANGUAGES.items()}
 
+#: the languages the multilingual Whisper models transcribe, code → English name, in their tokenizer's order (most
+#: training data first); ``yue`` is a large-v3 token only and is left out, since the shipped base model has no such
+#: token
+WHISPER_NAMES = {
+    "en": "English", "zh": "Chinese", "de": "German", "es": "Spanish", "ru": "Russian", "ko": "Korean",
+    "fr": "French", "ja": "Japanese", "pt": "Portuguese", "tr": "Turkish", "pl": "Polish", "ca": "Catalan",
+    "nl": "Dutch", "ar": "Arabic", "sv": "Swedish", "it": "Italian", "id": "Indonesian", "hi": "Hindi",
+    "fi": "Finnish", "vi": "Vietnamese", "he": "Hebrew", "uk": "Ukrainian", "el": "Greek", "ms": "Malay",
+    "cs": "Czech", "ro": "Romanian", "da": "Danish", "hu": "Hungarian", "ta": "Tamil", "no": "Norwegian",
+    "th": "Thai", "ur": "Urdu", "hr": "Croatian", "bg": "Bulgarian", "lt": "Lithuanian", "la": "Latin", "mi": "Maori",
+    "ml": "Malayalam", "cy": "Welsh", "sk": "Slovak", "te": "Telugu", "fa": "Persian", "lv": "Latvian",
+    "bn": "Bengali", "sr": "Serbian", "az": "Azerbaijani", "sl": "Slovenian", "kn": "Kannada", "et": "Estonian",
+    "mk": "Macedonian", "br": "Breton", "eu": "Basque", "is": "Icelandic", "hy": "Armenian", "ne": "Nepali",
+    "mn": "Mongolian", "bs": "Bosnian", "kk": "Kazakh", "sq": "Albanian", "sw": "Swahili", "gl": "Galician",
+    "mr": "Marathi", "pa": "Punjabi", "si": "Sinhala", "km": "Khmer", "sn": "Shona", "yo": "Yoruba", "so": "Somali",
+    "af": "Afrikaans", "oc": "Occitan", "ka": "Georgian", "be": "Belarusian", "tg": "Tajik", "sd": "Sindhi",
+    "gu": "Gujarati", "am": "Amharic", "yi": "Yiddish", "lo": "Lao", "uz": "Uzbek", "fo": "Faroese",
+    "ht": "Haitian Creole", "ps": "Pashto", "tk": "Turkmen", "nn": "Nynorsk", "mt": "Maltese", "sa": "Sanskrit",
+    "lb": "Luxembourgish", "my": "Myanmar", "bo": "Tibetan", "tl": "Tagalog", "mg": "Malagasy", "as": "Assamese",
+    "tt": "Tatar", "haw": "Hawaiian", "ln": "Lingala", "ha": "Hausa", "ba": "Bashkir", "jw": "Javanese",
+    "su": "Sundanese",
+}
+
 
 #: target languages the guard's language check covers (and English)
 SUPPORTED = ("de", "fr", "es")
+
+
+def caption_targets() -> list[tuple[str, str]]:
+    """``(code, English name)`` of every language captions translate into (``caption.target_language``'s
+    choices), in the settings' order: ``[("de", "German"), ("fr", "French"), ...]``."""
+    return list(LANGUAGES.items())
+
+
+def whisper_languages() -> list[tuple[str, str]]:
+    """``(code, English name)`` of every language the speaker may speak (``asr.language``'s choices besides
+    "auto", and ``asr.languages``'s), in Whisper's tokenizer order: ``[("en", "English"), ("zh", "Chinese"), ...]``.
+    """
+    return list(WHISPER_NAMES.items())
 
 
 def language_name(code_or_name: str) -> str:

@@ -22,18 +22,12 @@ How the protocol maps onto requests:
       request without prompt log-probs; reading the rows of a draft (verification) is ONE request with them. An
       ``eval`` whose rows were never read is sent (last row only) before the next operation, so the server has
       still pre-filled the tokens.
-    * A server returns top-N log-probs, not full logits. A row is a dense float32 array of length ``n_vocab``: the
-      returned top-N entries (and the scored token where the server reports it) hold their log-probabilities,
-      every other entry holds the remaining probability mass spread evenly, log((1 − Σ top-N p) / (V − N)) —
-      never above the N-th entry. So argmax (greedy acceptance) is exact whenever the top-1 token is returned; top-k
-      acceptance is exact for k ≤ N; τ-threshold and β-biased acceptance are exact when the draft token is among the
-      returned entries, and otherwise see a probability no larger than the true one (they can only reject more).
-      ``softmax`` of a row reproduces the returned probabilities exactly.
-    * ``generate`` (the optional :class:`engine.llm.protocol.GreedyDecoder` capability) decodes a whole greedy continuation in
-      ONE streamed ``/v1/completions`` request (SGLang: ``/generate``) without log-probs, so answers, captions and
-      PredGen's final step cost one request, not one per token. llama-cpp-python's server computes log-probs by
-      sorting the whole vocabulary in Python for every returned position, whatever ``logprobs`` asks for (measured
-      in bench/results/remote_predgen_voice_asr_partials_qwen0.5b.json): a streamed decode skips that entirely.
+    * A server returns top-N log-probs, not full logits: a row is a dense float32 array of length ``n_vocab`` built
+      from them (:func:`engine.llm.remote.logits.dense_row` says how, and which acceptance rules stay exact).
+    * ``generate`` (the optional :class:`engine.llm.protocol.GreedyDecoder` capability,
+      :mod:`engine.llm.remote.stream`) decodes a whole greedy continuation in ONE streamed ``/v1/completions``
+      request (SGLang: ``/generate``) without log-probs, so answers, captions and PredGen's final step cost one
+      request, not one per token.
 
 Errors: every failure to reach the server or to understand it raises :class:`RemoteLMError` (subclasses
 :class:`NoPromptLogprobsError`, :class:`TokenizerMismatchError`), after ``retries`` retries with exponential
@@ -42,25 +36,23 @@ with the request) — the HTTP side is :class:`engine.llm.remote.client.HttpClie
 environment variable named by ``api_key_env`` and sent as a bearer token; it is never logged nor shown in ``repr``.
 
 The package splits by concern: ``client`` (HTTP/SSE on httpx), ``tokenizer`` (:class:`LocalTokenizer`), ``logits``
-(the lazy :class:`RemoteRows`), ``errors``, and this adapter.
+(rows from top-N log-probs, the lazy :class:`RemoteRows`), ``stream`` (``generate``), ``errors``, and this adapter.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
-import re
-import threading
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
-from typing import Iterator, Sequence
+from dataclasses import asdict
+from typing import Sequence
 
 import numpy as np
 
 from .client import HttpClient
 from .errors import HTTPStatusError, NoPromptLogprobsError, RemoteLMError, TokenizerMismatchError
-from .logits import PendingEval, RemoteRows
+from .logits import PendingEval, RemoteRows, dense_row, top_logprob_entries
+from .stream import RemoteStats, StreamedGreedy
 from .tokenizer import END_TOKENS, LocalTokenizer
 
 __all__ = ["RemoteLM", "RemoteStats", "RemoteRows", "LocalTokenizer", "RemoteLMError", "NoPromptLogprobsError",
@@ -72,58 +64,8 @@ PROBE_TEXT = "The capital of Italy is"
 CHECK_TEXT = "Hello, world! Grüße aus Köln — 42 tokens?\n  Indented line.\t¿Qué tal? 你好"
 
 
-@dataclass
-class RemoteStats:
-    """Counters of one :class:`RemoteLM` (all since construction or :meth:`RemoteLM.reset_stats`).
-
-    Attributes:
-        requests: HTTP requests of any kind (connect probes, tokenisation, scoring); retries not included.
-        eval_requests: scoring requests (one per materialised ``eval``).
-        echo_requests: scoring requests that asked for prompt log-probs (verification of several rows).
-        retries: requests repeated after a transient failure.
-        bytes_sent / bytes_received: HTTP bodies, bytes.
-        http_s: wall time spent in HTTP round trips, seconds.
-        prompt_tokens: tokens sent in scoring requests.
-        reprocessed_tokens: prompt tokens the server evaluated (not served from its prefix cache) — reported by
-            the server (SGLang ``cached_tokens``, vLLM ``prompt_tokens_details``) or estimated (see
-            ``reprocessed_source``).
-        reprocessed_source: "server", or "estimate: single-slot prefix cache" (llama-cpp-python keeps one
-            sequence: a request re-evaluates everything after its longest common prefix with the previous one,
-            and at least the last token).
-        echo_prompt_tokens / echo_reprocessed_tokens / echo_bytes_sent / echo_bytes_received: the same counts for
-            the echo (verification) requests alone.
-        stream_requests / stream_tokens / stream_prompt_tokens: streamed greedy decodings (:meth:`RemoteLM.generate`,
-            one request each), the token ids they yielded, the context tokens they sent.
-        stream_retokenize_conflicts: streamed texts whose local re-tokenisation disagreed with ids already yielded
-            (text-only servers; the text stays right, the ids of the rest are those of the remaining text).
-    """
-
-    requests: int = 0
-    eval_requests: int = 0
-    echo_requests: int = 0
-    retries: int = 0
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    http_s: float = 0.0
-    prompt_tokens: int = 0
-    reprocessed_tokens: int = 0
-    reprocessed_source: str = ""
-    echo_prompt_tokens: int = 0
-    echo_reprocessed_tokens: int = 0
-    echo_bytes_sent: int = 0
-    echo_bytes_received: int = 0
-    stream_requests: int = 0
-    stream_tokens: int = 0
-    stream_prompt_tokens: int = 0
-    stream_retokenize_conflicts: int = 0
-
-    def snapshot(self) -> dict:
-        return asdict(self)
-
-
-
 # ------------------------------------------------------------------------------------------------- the adapter
-class RemoteLM:
+class RemoteLM(StreamedGreedy):
     """:class:`engine.llm.protocol.CausalLM` over an LLM server (see the module docstring).
 
     Args:
@@ -311,8 +253,8 @@ class RemoteLM:
                 continue
         if echo is None:
             raise RemoteLMError(f"{self.base_url}/v1/completions rejects a logprobs request with temperature 0")
-        p_entries = self._entries(plain)
-        e_entries = self._entries(echo)
+        p_entries = top_logprob_entries(plain)
+        e_entries = top_logprob_entries(echo)
         if not p_entries:
             raise RemoteLMError(f"{self.base_url} returns no log-probs at all for /v1/completions (logprobs=N)")
         if self.ids_keys and not any(str(key).startswith("token_id:") for key in (p_entries[0] or {})):
@@ -351,22 +293,6 @@ class RemoteLM:
             body["return_tokens_as_token_ids"] = True
         return self._http.call("POST", "/v1/completions", body, retry=retry)
 
-    @staticmethod
-    def _entries(resp: dict) -> list[dict | None]:
-        try:
-            lp = resp["choices"][0].get("logprobs") or {}
-        except (KeyError, IndexError, TypeError, AttributeError):
-            raise RemoteLMError(f"unexpected /v1/completions answer: {str(resp)[:200]}") from None
-        if isinstance(lp.get("content"), list):  # the chat-style layout (llama.cpp's llama-server), with ids
-            out: list[dict | None] = []
-            for c in lp["content"]:
-                d = {f"token_id:{t['id']}": t["logprob"] for t in c.get("top_logprobs") or [] if "id" in t}
-                if "id" in c:
-                    d.setdefault(f"token_id:{c['id']}", c.get("logprob"))
-                out.append(d or None)
-            return out
-        return list(lp.get("top_logprobs") or [])
-
     def _score(self, tokens: list[int], first: int) -> np.ndarray:
         """ONE request: float32 rows (len(tokens) − first, n_vocab); row i follows ``tokens[first + i]``.
 
@@ -398,7 +324,7 @@ class RemoteLM:
         resp = self._completion(tokens, echo)
         self._account(resp, tokens, echo)
         choice = resp["choices"][0]
-        entries = self._entries(resp)
+        entries = top_logprob_entries(resp)
         out = np.empty((n - first, self.n_vocab), np.float32)
         if not self.ids_prompt and echo:
             self._check_echo_tokens(choice, tokens)
@@ -425,7 +351,7 @@ class RemoteLM:
                 continue
             if e is None:
                 raise RemoteLMError(f"the server returned no log-probs for position {r} of {n}")
-            out[r - first] = self._dense(self._keyed(e, nxt, spurious))
+            out[r - first] = dense_row(self._keyed(e, nxt, spurious), self.n_vocab)
         return out
 
     def _score_sglang(self, tokens: list[int], first: int) -> np.ndarray:
@@ -449,10 +375,11 @@ class RemoteLM:
             known = {int(t[1]): float(t[0]) for t in itop[j] if t and t[0] is not None}
             if j < len(itok) and itok[j] and itok[j][0] is not None:
                 known.setdefault(int(itok[j][1]), float(itok[j][0]))
-            out[r - first] = self._dense(known)
+            out[r - first] = dense_row(known, self.n_vocab)
         if not otop or not otop[0]:
             raise RemoteLMError("SGLang returned no output_top_logprobs")
-        out[n - 1 - first] = self._dense({int(t[1]): float(t[0]) for t in otop[0] if t and t[0] is not None})
+        last = {int(t[1]): float(t[0]) for t in otop[0] if t and t[0] is not None}
+        out[n - 1 - first] = dense_row(last, self.n_vocab)
         return out
 
     def _account(self, resp: dict, tokens: list[int], echo: bool) -> None:
@@ -529,21 +456,7 @@ class RemoteLM:
 
     def _eos_row(self) -> np.ndarray:
         """The row of a server whose greedy next token ended the text (no log-probs returned for it)."""
-        return self._dense({self._stop_id(): 0.0})
-
-    def _dense(self, known: dict[int, float]) -> np.ndarray:
-        """{id: logprob} → a float32 row: known entries, the rest of the mass spread over the other ids."""
-        if not known:
-            raise RemoteLMError("a log-prob entry without any usable token")
-        vals = np.fromiter(known.values(), np.float64)
-        rest = 1.0 - float(np.exp(vals).sum())
-        n_other = self.n_vocab - len(known)
-        floor = math.log(rest / n_other) if rest > 1e-12 and n_other > 0 else float(vals.min()) - 30.0
-        floor = min(floor, float(vals.min()))
-        row = np.full(self.n_vocab, floor, np.float32)
-        row[np.fromiter(known.keys(), np.int64)] = vals.astype(np.float32)
-        return row
-
+        return dense_row({self._stop_id(): 0.0}, self.n_vocab)
     # -- the CausalLM protocol ---------------------------------------------------------------------------------
     @property
     def n_past(self) -> int:
@@ -615,180 +528,6 @@ class RemoteLM:
                                                       "add_generation_prompt": add_generation_prompt})
             return self._server_detokenize(r["tokens"])
         raise RemoteLMError("no chat template: give the model's tokenizer (llm.tokenizer)")
-
-    def generate(self, tokens: Sequence[int], max_tokens: int, stop_ids: frozenset[int] | set[int] = frozenset(),
-                 stop: Sequence[str] = (), cancel: threading.Event | None = None) -> Iterator[int]:
-        """Greedy continuation of ``tokens`` in ONE streamed request (:class:`engine.llm.protocol.GreedyDecoder`).
-
-        OpenAI-compatible ``/v1/completions`` with ``stream: true``, ``temperature: 0`` (and ``repeat_penalty: 1``
-        for llama-cpp-python, whose default penalises repeats): the server serves the shared prefix from its cache,
-        decodes token after token and sends each as it comes. Token ids are read from the stream where the server
-        gives them (vLLM ``return_tokens_as_token_ids``; SGLang's native ``/generate``); a text-only stream
-        (llama-cpp-python) is re-tokenised locally, yielding a token only once the text after it has started a new
-        word (so a later piece cannot re-merge it) — the rest at the end. A greedy split that is not the canonical
-        tokenisation of its text thus comes back canonical (same text, other ids; rare).
-
-        Args:
-            tokens: the whole context (e.g. prompt ⊕ accepted answer tokens); ``n_past`` becomes its length.
-            max_tokens: at most this many tokens are yielded (≥ 1).
-            stop_ids: end of decoding at these ids (never yielded; end-of-turn ids stop every server anyway).
-            stop: stop strings (the server cuts the text before them).
-            cancel: set it (a newer partial arrived, barge-in) and the generator stops before its next token and
-                closes the connection, which stops the server.
-
-        Yields:
-            int token ids, as they are decoded. Afterwards (or when the generator is closed) the bookkeeping cache
-            holds ``tokens`` ⊕ the yielded ids, and ``finish_reason`` says why it ended: "stop" (a stop id or
-            string, the end of the answer), "length" (``max_tokens``) or "cancel".
-
-        Raises:
-            ValueError: empty ``tokens``, ``max_tokens`` < 1, or the context window would overflow.
-            RemoteLMError: the server failed or went away (also mid-stream), or answered in an unusable form.
-        """
-        tokens = [int(t) for t in tokens]
-        if not tokens:
-            raise ValueError("generate() needs at least one context token")
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        if len(tokens) + max_tokens > self.n_ctx:
-            max_tokens = self.n_ctx - len(tokens)
-            if max_tokens < 1:
-                raise ValueError(f"context window of {self.n_ctx} tokens exceeded ({len(tokens)}+1)")
-        self._unsent.clear()  # the streamed request evaluates those tokens anyway
-        self._tokens = list(tokens)
-        return self._generate(tokens, max_tokens, frozenset(int(i) for i in stop_ids), list(stop), cancel)
-
-    def _generate(self, tokens: list[int], max_tokens: int, stop_ids: frozenset[int], stop: list[str],
-                  cancel: threading.Event | None) -> Iterator[int]:
-        out: list[int] = []
-        self.finish_reason = ""
-        self._stream_finish = ""
-        self.stats.stream_requests += 1
-        self.stats.stream_prompt_tokens += len(tokens)
-        from engine.core.verify import common_prefix
-
-        k = common_prefix(self._last_sent, tokens)
-        self._reprocessed(len(tokens) - min(k, len(tokens) - 1), len(tokens), False)
-        try:
-            if self.api == "sglang":
-                events = self._stream_sglang(tokens, max_tokens, stop_ids, stop)
-            else:
-                events = self._stream_openai(tokens, max_tokens, stop_ids, stop)
-            for ids in events:
-                for t in ids:
-                    if t in stop_ids:
-                        self.finish_reason = "stop"
-                    elif len(out) >= max_tokens:
-                        self.finish_reason = "length"
-                    elif cancel is not None and cancel.is_set():
-                        self.finish_reason = "cancel"
-                    if self.finish_reason:
-                        return
-                    out.append(t)
-                    self._tokens.append(t)
-                    self.stats.stream_tokens += 1
-                    yield t
-                if cancel is not None and cancel.is_set():
-                    self.finish_reason = "cancel"
-                    return
-            self.finish_reason = "stop" if self._stream_finish == "stop" else "length"
-        finally:
-            self._last_sent = tokens + out  # the server's single slot holds what it evaluated
-
-    def _stream_openai(self, tokens: list[int], max_tokens: int, stop_ids: frozenset[int],
-                       stop: list[str]) -> Iterator[list[int]]:
-        body = {"prompt": list(tokens) if self.ids_prompt else self.tok.render(tokens), "max_tokens": max_tokens,
-                "temperature": 0.0, "stream": True}
-        if self.model:
-            body["model"] = self.model
-        if stop:
-            body["stop"] = stop
-        if self.ids_keys:  # vLLM: each streamed token as "token_id:N"
-            body.update(logprobs=1, return_tokens_as_token_ids=True)
-            if stop_ids:
-                body["stop_token_ids"] = sorted(stop_ids)
-        if self.tokenize_path == "/extras/tokenize":  # llama-cpp-python: its default repeat_penalty is 1.1
-            body.update(repeat_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0)
-        text = ""
-        done: list[int] = []
-        finished = False
-        for ev in self._http.stream("/v1/completions", body):
-            try:
-                ch = ev["choices"][0]
-            except (KeyError, IndexError, TypeError):
-                if isinstance(ev, dict) and not ev.get("choices"):
-                    continue  # e.g. a final usage-only chunk
-                raise RemoteLMError(f"unexpected streamed /v1/completions event: {str(ev)[:200]}") from None
-            keyed = ((ch.get("logprobs") or {}).get("tokens") or []) if self.ids_keys else []
-            if keyed:
-                ids = [int(x[9:]) for x in keyed if isinstance(x, str) and x.startswith("token_id:")]
-                done.extend(ids)
-                yield ids
-            else:
-                text += ch.get("text") or ""
-                new = self._stable_ids(text, done, final=False)
-                done.extend(new)
-                if new:
-                    yield new
-            if ch.get("finish_reason"):
-                finished = True
-                self._stream_finish = ch["finish_reason"]
-        if not finished:
-            raise RemoteLMError(f"the LLM server at {self.base_url} ended the stream without a finish reason "
-                                f"(it went away mid-answer?)")
-        if not self.ids_keys or text:
-            rest = self._stable_ids(text, done, final=True)
-            if rest:
-                yield rest
-
-    def _stable_ids(self, text: str, done: list[int], final: bool) -> list[int]:
-        """Token ids of streamed ``text`` beyond ``done`` that no later text can change: those before the start of
-        its last whitespace run, on which the tokenisations of the whole text and of that prefix agree (all of
-        them when ``final``)."""
-        if self.tok is None and not self.tokenize_path:
-            raise RemoteLMError("a text-only stream needs a tokenizer")
-        ids = self.tokenize(text) if text else []
-        if not final:
-            runs = list(re.finditer(r"\s+", text))
-            cut = runs[-1].start() if runs else 0
-            head = self.tokenize(text[:cut]) if cut else []
-            n = 0
-            while n < min(len(ids), len(head)) and ids[n] == head[n]:
-                n += 1
-            ids = ids[:n]
-        if ids[: len(done)] != done:
-            if not final:
-                return []  # wait for the end of the stream
-            self.stats.stream_retokenize_conflicts += 1
-            log.warning("streamed text re-tokenises differently from the ids already yielded; continuing with the "
-                        "ids of the remaining text")
-            return self.tokenize(text[len(self.detokenize(done)):]) if len(text) > len(self.detokenize(done)) else []
-        return ids[len(done):]
-
-    def _stream_sglang(self, tokens: list[int], max_tokens: int, stop_ids: frozenset[int],
-                       stop: list[str]) -> Iterator[list[int]]:
-        sp = {"max_new_tokens": max_tokens, "temperature": 0.0}
-        if stop:
-            sp["stop"] = stop
-        if stop_ids:
-            sp["stop_token_ids"] = sorted(stop_ids)
-        body = {"input_ids": list(tokens), "sampling_params": sp, "stream": True, "return_logprob": True,
-                "logprob_start_len": len(tokens), "top_logprobs_num": 0}
-        seen = 0
-        finished = False
-        for ev in self._http.stream("/generate", body):
-            meta = ev.get("meta_info") or {}
-            got = [int(e[1]) for e in meta.get("output_token_logprobs") or [] if e and len(e) > 1]
-            new = got[seen:]  # the list is cumulative (SGLang's default streaming output)
-            seen += len(new)
-            if new:
-                yield new
-            if meta.get("finish_reason"):
-                finished = True
-                fr = meta["finish_reason"]
-                self._stream_finish = fr.get("type", "") if isinstance(fr, dict) else str(fr)
-        if not finished:
-            raise RemoteLMError(f"SGLang at {self.base_url} ended the stream without a finish reason")
 
     def reset_stats(self) -> None:
         for k, v in asdict(RemoteStats()).items():

@@ -1,6 +1,6 @@
 """The HTTP client of the LLM-server adapter (:mod:`engine.llm.remote.adapter`), on httpx.
 
-JSON requests on a keep-alive connection pool, and server-sent-event (SSE) streams, with
+JSON requests on a keep-alive connection pool, and server-sent-event (SSE) streams (parsed by httpx-sse), with
 
     * a connect time-out (``connect_timeout_s``) and a read/write time-out (``timeout_s``: the longest wait for the
       answer, or, in a stream, for the next bytes);
@@ -23,9 +23,10 @@ import threading
 import time
 import urllib.parse
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator
 
 import httpx
+from httpx_sse import EventSource, SSEError
 
 from .errors import HTTPStatusError, RemoteLMError
 
@@ -61,19 +62,9 @@ def retryable_status(status: int) -> bool:
     return status in (408, 429) or status >= 500
 
 
-class Counters(Protocol):
-    """What the client counts (:class:`HttpStats`, or the adapter's :class:`engine.llm.remote.adapter.RemoteStats`)."""
-
-    requests: int
-    retries: int
-    bytes_sent: int
-    bytes_received: int
-    http_s: float
-
-
 @dataclass
 class HttpStats:
-    """Counters of one :class:`HttpClient` used on its own.
+    """Counters of one :class:`HttpClient` (:class:`engine.llm.remote.stream.RemoteStats` extends them).
 
     Attributes:
         requests: requests that got an answer (any status); retries count again, failed connects do not.
@@ -100,7 +91,7 @@ class HttpClient:
         api_key: sent as ``Authorization: Bearer …`` (None = none).
         timeout_s: read/write time-out, seconds (> 0).
         retries: retries of a transient failure (≥ 0). backoff_s: the first wait before a retry, seconds (≥ 0).
-        stats: where to count (default: a new :class:`HttpStats`).
+        stats: where to count (default: a new :class:`HttpStats`; the adapter passes its RemoteStats).
         connect_timeout_s: time-out of opening a connection, seconds (default: ``min(timeout_s, 10)``).
         transport: an httpx transport to send through instead of the network (e.g. ``httpx.MockTransport``).
         sleep: how to wait between attempts (``time.sleep``).
@@ -111,7 +102,7 @@ class HttpClient:
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 30.0, retries: int = 2,
-                 backoff_s: float = 0.25, stats: Counters | None = None, connect_timeout_s: float | None = None,
+                 backoff_s: float = 0.25, stats: HttpStats | None = None, connect_timeout_s: float | None = None,
                  transport: httpx.BaseTransport | None = None, sleep: Callable[[float], None] = time.sleep):
         u = urllib.parse.urlsplit(base_url.rstrip("/"))
         if u.scheme not in ("http", "https") or not u.hostname:
@@ -129,7 +120,7 @@ class HttpClient:
         self._key = _Secret(api_key) if api_key else None
         self.timeout_s, self.connect_timeout_s = float(timeout_s), float(connect_timeout_s)
         self.retries, self.backoff_s = int(retries), float(backoff_s)
-        self.stats: Counters = stats if stats is not None else HttpStats()
+        self.stats = stats if stats is not None else HttpStats()
         self._transport = transport
         self._sleep = sleep
         self._https = u.scheme == "https"
@@ -186,6 +177,53 @@ class HttpClient:
                              f"{attempts} attempt(s)")
 
     # -- requests ------------------------------------------------------------------------------------------------
+    def _send(self, method: str, path: str, data: bytes | None, accept: str, *, stream: bool,
+              retry: bool = True) -> httpx.Response:
+        """One request of ``data`` to ``path``, with the retries of the module docstring (``retry`` False = one
+        attempt). Returns the first answer with a status below 400; a ``stream`` answer's body is left unread.
+
+        Raises:
+            RemoteLMError: unreachable after the retries, or no answer within ``timeout_s`` (not retried);
+                :class:`HTTPStatusError`: a 4xx answer (not retried), or a 408/429/5xx answer after the retries.
+        """
+        headers = self._headers(accept)
+        full = self.prefix + path
+        attempts = 1 + (self.retries if retry else 0)
+        last: BaseException | None = None
+        for a in range(attempts):
+            if a:
+                self._backoff(a, path, last)
+            t0 = time.perf_counter()
+            try:
+                client = self._pool()
+                resp = client.send(client.build_request(method, self.origin + full, content=data, headers=headers),
+                                   stream=stream)
+            except httpx.TimeoutException as e:
+                if not _unsent(e):  # the server is still busy with it:
+                    raise self._timed_out(path) from None  # a retry would only queue behind the same work
+                last = e
+                continue
+            except httpx.RequestError as e:  # refused, reset, closed before an answer: nothing was processed
+                last = e
+                continue
+            finally:
+                self.stats.http_s += time.perf_counter() - t0
+            self.stats.requests += 1
+            self.stats.bytes_sent += len(data or b"")
+            if resp.status_code < 400:
+                return resp
+            try:
+                raw = resp.read()
+            except httpx.RequestError:
+                raw = b""  # the error body broke off: the status says enough
+            finally:
+                resp.close()
+            self.stats.bytes_received += len(raw)
+            last = HTTPStatusError(resp.status_code, raw.decode("utf-8", "replace"), full)
+            if not retryable_status(resp.status_code):
+                raise last
+        raise self._unreachable(last, attempts) from None
+
     def call(self, method: str, path: str, body: dict | None = None, retry: bool = True) -> Any:
         """One JSON request: ``method`` on ``path`` (below the base URL's prefix) with ``body`` as JSON.
 
@@ -201,109 +239,44 @@ class HttpClient:
                 408/429/5xx answer after the retries.
         """
         data = None if body is None else json.dumps(body).encode()
-        headers = self._headers("application/json")
-        full = self.prefix + path
-        attempts = 1 + (self.retries if retry else 0)
-        last: BaseException | None = None
         with self._lock:
-            for a in range(attempts):
-                if a:
-                    self._backoff(a, path, last)
-                t0 = time.perf_counter()
-                try:
-                    resp = self._pool().request(method, self.origin + full, content=data, headers=headers)
-                except httpx.TimeoutException as e:
-                    if not _unsent(e):  # the server is still busy with it:
-                        raise self._timed_out(path) from None  # a retry would only queue behind the same work
-                    last = e
-                    continue
-                except httpx.RequestError as e:  # refused, reset, closed before an answer: nothing was processed
-                    last = e
-                    continue
-                finally:
-                    self.stats.http_s += time.perf_counter() - t0
-                raw = resp.content
-                self.stats.requests += 1
-                self.stats.bytes_sent += len(data or b"")
-                self.stats.bytes_received += len(raw)
-                if resp.status_code >= 400:
-                    last = HTTPStatusError(resp.status_code, raw.decode("utf-8", "replace"), full)
-                    if retryable_status(resp.status_code):
-                        continue
-                    raise last
-                try:
-                    return json.loads(raw)
-                except ValueError:
-                    raise RemoteLMError(f"{full}: the server answered with non-JSON: {raw[:200]!r}") from None
-        raise self._unreachable(last, attempts) from None
+            raw = self._send(method, path, data, "application/json", stream=False, retry=retry).content
+            self.stats.bytes_received += len(raw)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise RemoteLMError(f"{self.prefix + path}: the server answered with non-JSON: {raw[:200]!r}") from None
 
     def stream(self, path: str, body: dict) -> Iterator[dict]:
-        """One streamed (server-sent events) POST of ``body`` as JSON: yields each ``data:`` event's object until
+        """One streamed (server-sent events) POST of ``body`` as JSON: yields each event's ``data`` object until
         ``[DONE]`` or the end of the body (the caller checks that it saw a finish reason). Closing the generator
         closes the connection (the server stops generating at its next token). Connection failures and
         408/429/5xx answers before the body are retried with back-off; a failure after its first byte is not.
 
         Raises:
             RemoteLMError: unreachable after the retries, no answer or no data within ``timeout_s``, an error
-                status (:class:`HTTPStatusError`), a non-JSON event, an error event, or the stream broke off.
+                status (:class:`HTTPStatusError`), an answer that is no event stream, a non-JSON event, an error
+                event, or the stream broke off.
         """
-        data = json.dumps(body).encode()
-        full = self.prefix + path
-        resp = self._open_stream(path, full, data)
+        resp = self._send("POST", path, json.dumps(body).encode(), "text/event-stream", stream=True)
         try:
-            yield from self._events(resp, path, full)
+            yield from self._events(resp, path)
         finally:
             resp.close()  # unread body: the connection is closed, not pooled, and the server stops
 
-    def _open_stream(self, path: str, full: str, data: bytes) -> httpx.Response:
-        headers = self._headers("text/event-stream")
-        last: BaseException | None = None
-        attempts = 1 + self.retries
-        for a in range(attempts):
-            if a:
-                self._backoff(a, path, last)
-            t0 = time.perf_counter()
-            try:
-                client = self._pool()
-                resp = client.send(client.build_request("POST", self.origin + full, content=data, headers=headers),
-                                   stream=True)
-            except httpx.TimeoutException as e:
-                if not _unsent(e):
-                    raise self._timed_out(path) from None
-                last = e
-                continue
-            except httpx.RequestError as e:
-                last = e
-                continue
-            finally:
-                self.stats.http_s += time.perf_counter() - t0
-            self.stats.requests += 1
-            self.stats.bytes_sent += len(data)
-            if resp.status_code < 400:
-                return resp
-            try:
-                raw = resp.read()
-            except httpx.RequestError:
-                raw = b""  # the error body broke off: the status says enough
-            finally:
-                resp.close()
-            self.stats.bytes_received += len(raw)
-            last = HTTPStatusError(resp.status_code, raw.decode("utf-8", "replace"), full)
-            if not retryable_status(resp.status_code):
-                raise last
-        raise self._unreachable(last, attempts) from None
-
-    def _events(self, resp: httpx.Response, path: str, full: str) -> Iterator[dict]:
-        chunks = resp.iter_bytes()
-        buf = b""
+    def _events(self, resp: httpx.Response, path: str) -> Iterator[dict]:
+        full = self.prefix + path
+        events = EventSource(resp).iter_sse()
         seen = 0
         while True:
             t0 = time.perf_counter()
             try:
-                chunk = next(chunks, None)
+                sse = next(events, None)
             except httpx.TimeoutException:
                 raise RemoteLMError(f"LLM server at {self.url} sent nothing on {path} for "
                                     f"{self.timeout_s:g} s") from None
+            except SSEError as e:  # the Content-Type is not text/event-stream (an httpx.RequestError, so first)
+                raise RemoteLMError(f"{full}: the server answered without an event stream ({e})") from None
             except httpx.RequestError as e:
                 raise RemoteLMError(f"LLM server at {self.url} broke off the stream of {path} "
                                     f"({type(e).__name__}: {e}): unreachable now?") from None
@@ -311,23 +284,17 @@ class HttpClient:
                 self.stats.http_s += time.perf_counter() - t0
                 self.stats.bytes_received += resp.num_bytes_downloaded - seen
                 seen = resp.num_bytes_downloaded
-            if chunk is None:
-                lines, buf = [buf], b""
-            else:
-                *lines, buf = (buf + chunk).split(b"\n")
-            for line in lines:
-                line = line.strip()
-                if not line.startswith(b"data:"):
-                    continue  # blank separators, ": ping" comments, event names
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    return
-                try:
-                    ev = json.loads(payload)
-                except ValueError:
-                    raise RemoteLMError(f"{full}: the server streamed non-JSON: {payload[:200]!r}") from None
-                if isinstance(ev, dict) and ev.get("error"):
-                    raise RemoteLMError(f"{full}: the server reported an error mid-stream: {str(ev['error'])[:300]}")
-                yield ev
-            if chunk is None:
+            if sse is None:
                 return  # end of body without [DONE]
+            payload = sse.data.strip()
+            if not payload:
+                continue  # an event without data (a name or id only)
+            if payload == "[DONE]":
+                return
+            try:
+                ev = json.loads(payload)
+            except ValueError:
+                raise RemoteLMError(f"{full}: the server streamed non-JSON: {payload[:200]!r}") from None
+            if isinstance(ev, dict) and ev.get("error"):
+                raise RemoteLMError(f"{full}: the server reported an error mid-stream: {str(ev['error'])[:300]}")
+            yield ev

@@ -1,15 +1,66 @@
-"""Logits rows of an LLM server, fetched lazily: :class:`RemoteRows` behaves like the (n, n_vocab) float32 array an
-in-process ``eval`` returns, and makes the request only when a row is first read (see
-:mod:`engine.llm.remote.adapter` for how reads map onto requests)."""
+"""Logits rows of an LLM server: built from the top-N log-probs a server returns (:func:`dense_row`), and fetched
+lazily: :class:`RemoteRows` behaves like the (n, n_vocab) float32 array an in-process ``eval`` returns, and makes the
+request only when a row is first read (see :mod:`engine.llm.remote.adapter` for how reads map onto requests)."""
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
 
+from .errors import RemoteLMError
+
 
 Score = Callable[[list[int], int], np.ndarray]  # (tokens, first) → rows (len(tokens) − first, n_vocab), float32
+
+
+def top_logprob_entries(resp: dict) -> list[dict | None]:
+    """The per-position top-log-prob entries ({key: logprob}, None where the server gives none) of an OpenAI-style
+    ``/v1/completions`` answer; keys are token strings, or ``"token_id:N"`` (vLLM ``return_tokens_as_token_ids``, and
+    the chat-style layout of llama.cpp's llama-server, which carries ids).
+
+    Raises:
+        RemoteLMError: the answer has no ``choices[0]``.
+    """
+    try:
+        lp = resp["choices"][0].get("logprobs") or {}
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise RemoteLMError(f"unexpected /v1/completions answer: {str(resp)[:200]}") from None
+    if isinstance(lp.get("content"), list):  # the chat-style layout (llama.cpp's llama-server), with ids
+        out: list[dict | None] = []
+        for c in lp["content"]:
+            d = {f"token_id:{t['id']}": t["logprob"] for t in c.get("top_logprobs") or [] if "id" in t}
+            if "id" in c:
+                d.setdefault(f"token_id:{c['id']}", c.get("logprob"))
+            out.append(d or None)
+        return out
+    return list(lp.get("top_logprobs") or [])
+
+
+def dense_row(known: dict[int, float], n_vocab: int) -> np.ndarray:
+    """{token id: logprob} (a server's top-N entries) → a float32 row of length ``n_vocab``.
+
+    The known entries (the top-N, and the scored token where the server reports it) hold their log-probabilities;
+    every other entry holds the remaining probability mass spread evenly, log((1 − Σ top-N p) / (V − N)), never
+    above the N-th entry. So argmax (greedy acceptance) is exact whenever the top-1 token is returned; top-k
+    acceptance is exact for k ≤ N; τ-threshold and β-biased acceptance are exact when the draft token is among the
+    returned entries, and otherwise see a probability no larger than the true one (they can only reject more).
+    ``softmax`` of a row reproduces the returned probabilities exactly.
+
+    Raises:
+        RemoteLMError: ``known`` is empty.
+    """
+    if not known:
+        raise RemoteLMError("a log-prob entry without any usable token")
+    vals = np.fromiter(known.values(), np.float64)
+    rest = 1.0 - float(np.exp(vals).sum())
+    n_other = n_vocab - len(known)
+    floor = math.log(rest / n_other) if rest > 1e-12 and n_other > 0 else float(vals.min()) - 30.0
+    floor = min(floor, float(vals.min()))
+    row = np.full(n_vocab, floor, np.float32)
+    row[np.fromiter(known.keys(), np.int64)] = vals.astype(np.float32)
+    return row
 
 
 class PendingEval:
@@ -44,7 +95,8 @@ class PendingEval:
 
 
 class RemoteRows:
-    """Rows (n, n_vocab) of one :meth:`engine.llm.remote.adapter.RemoteLM.eval`, fetched from the server when first read.
+    """Rows (n, n_vocab) of one :meth:`engine.llm.remote.adapter.RemoteLM.eval`, fetched from the server when first
+    read.
 
     Behaves like a read-only float32 ndarray for what the speculative code does with rows: ``len``, ``shape``,
     integer and slice indexing (a slice stays lazy), ``np.asarray``. Reading row i fetches the rows from i to the end

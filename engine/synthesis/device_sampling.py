@@ -10,8 +10,9 @@ Rounds that cannot run past the utterance's end even if every draft is accepted 
 reads the position back once per batch of rounds, not once per round. Target-only AR is one replay per token and
 never reads back until the utterance is done, so the baseline is as fast as this model can step.
 
-The rules are those of :mod:`engine.speech.coarse_grained_sampling` (pcg_tts.txt Algorithm 1), vectorised over the
-round's L_d positions: the draft x_j ~ p_j; PCG proposes K_j ~ w_{·,x_j} (Eq. 6, uniform over S(x_j) under equal
+The rules are those of :mod:`engine.synthesis.coarse_grained_sampling` (Algorithm 1 of Yanuka et al., "Principled
+Coarse-Grained Acceptance for Speculative Decoding in Speech", 2025, arXiv:2511.13732), vectorised over the round's
+L_d positions: the draft x_j ~ p_j; PCG proposes K_j ~ w_{·,x_j} (Eq. 6, uniform over S(x_j) under equal
 split) and accepts with min(1, Q_c(K_j)/P_c(K_j)) (Eq. 7, Q_c and P_c by Eq. 5 as one matrix product with the
 (M, V) weight matrix w_{k,t} = [t ∈ G_k]/N(t)); on rejection the group comes from norm([Q_c − P_c]_+) (Eq. 8–9, the
 distribution :func:`engine.core.verify.pcg_residual` samples by thinning) and the token from q(t)·w_{K,t} within it
@@ -38,14 +39,15 @@ from engine.core import verify as V
 
 
 class DeviceRoundSampler:
-    """Samples codec tokens of one utterance at a time from a :class:`tts.codec_lm.CodecLM` on its device.
+    """Samples codec tokens of one utterance at a time from a :class:`engine.synthesis.codec_lm.CodecLM` on its
+    device.
 
     Args:
         lm: the codec LM module (target + draft), on the device it is to run on.
         temperature: sampling temperature of every draw (softmax(logits / T)).
         lookahead: L_d, drafts per round (rounds near the utterance's end draft fewer).
         method: "ar", "sd", "ssd" or "pcg".
-        groups: :class:`engine.speech.coarse_grained_sampling.AcousticGroups` (PCG only).
+        groups: :class:`engine.synthesis.coarse_grained_sampling.AcousticGroups` (PCG only).
         bias: SSD's constant relaxation b (method "ssd").
         capacity: positions the static buffers hold (grown, and the graphs recaptured, for a longer utterance).
         graphs: capture CUDA graphs (default: when the module is on CUDA).
@@ -278,7 +280,7 @@ class DeviceRoundSampler:
         """Codes of one utterance.
 
         Args:
-            cond: float32 (n_frames, 385) frame conditioning (:func:`tts.codec_lm.frame_conditioning`).
+            cond: float32 (n_frames, 385) frame conditioning (:func:`engine.synthesis.codec_lm.frame_conditioning`).
             seed: seeds the utterance's uniforms (anything ``np.random.default_rng`` takes).
 
         Returns:
@@ -289,7 +291,7 @@ class DeviceRoundSampler:
             return self._sample(cond, seed)
 
     def _sample(self, cond: np.ndarray, seed) -> tuple[np.ndarray, V.SpecStats]:
-        from tts.codec_lm import cond_embedding
+        from engine.synthesis.codec_lm import cond_embedding
 
         torch = self.torch
         n = len(cond)

@@ -1,15 +1,18 @@
 """Principled Coarse-Graining (PCG) for speculative sampling of codec tokens (§2, Algorithm 1 of Yanuka et al.,
-"Principled Coarse-Grained Acceptance for Speculative Decoding in Speech", 2025, https://arxiv.org/abs/2511.13732),
-and the codec TTS engine that samples with it.
+"Principled Coarse-Grained Acceptance for Speculative Decoding in Speech", 2025, https://arxiv.org/abs/2511.13732):
+the codec LM's draft proposes tokens, and the target accepts them at the level of acoustically similar groups of
+tokens instead of exact tokens, so more drafts are accepted while the emitted groups keep the target's distribution.
 
 Acoustic Similarity Groups (Eq. 1) come from the target model's token embeddings; each token's probability is split
-equally across the groups that contain it (Eq. 2–5). The acceptance rules — PCG's group-level rejection sampling
-(Eq. 6–10), standard speculative sampling (token-level, exact for q) and the SSD-style constant bias
-(min(1, (q(x) + b)/p(x))) — are :func:`engine.core.verify.pcg_step` / :func:`engine.core.verify.sd_step`; this
-module drives the codec LM (:class:`tts.codec_lm.CodecLMSession`, a :class:`engine.llm.protocol.CausalLM`) with them
-(:func:`speculative_generate`). The emitted *group* is distributed exactly as Q_c (the paper's Proposition;
-tests/test_pcg.py checks it with a chi-square test); on acceptance the draft token is kept as the group's
-representative (KV cache stays valid).
+equally across the groups that contain it (Eq. 2–5) (:class:`AcousticGroups`). The acceptance rules — PCG's
+group-level rejection sampling (Eq. 6–10), standard speculative sampling (token-level, exact for q) and the SSD-style
+constant bias (min(1, (q(x) + b)/p(x))) — are :func:`engine.core.verify.pcg_step` / :func:`engine.core.verify.sd_step`;
+this module drives the codec LM (:mod:`engine.synthesis.codec_lm_session`, a :class:`engine.llm.protocol.CausalLM`)
+with them: :func:`speculative_generate` (Algorithm 1), and :func:`ar_generate` (target-only AR, the baseline). The
+emitted *group* is distributed exactly as Q_c (the paper's Proposition; tests/test_pcg.py checks it with a
+chi-square test); on acceptance the draft token is kept as the group's representative (KV cache stays valid). The
+codec TTS engine that samples with them is :class:`engine.synthesis.codec_tts.CodecTTS`; on an accelerator, the same
+rules run as whole rounds on the device (:mod:`engine.synthesis.device_sampling`).
 
 Groups are cached on disk as ``asg_<sha256>.npz`` (plain arrays), keyed by the sha256 of the target's code embeddings
 and θ, and rebuilt when the file is missing, unreadable or of another model.
@@ -27,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.core import verify as V
+from engine.synthesis.codec_lm_session import CodecLMSession, SelfSpeculativeSession
 
 
 class AcousticGroups:
@@ -151,8 +155,9 @@ def _sync(lm, cached: list[int], ctx: list[int], ok: int) -> tuple[list[int], in
     return ctx[k:], k
 
 
-def _onnx(lm) -> bool:
-    """Whether ``lm`` runs on ONNX Runtime (a module on the CPU; a module on a GPU runs in torch)."""
+def uses_onnx(lm) -> bool:
+    """Whether the codec LM module ``lm`` runs on ONNX Runtime (a module on the CPU; a module on a GPU runs in
+    torch)."""
     return next(lm.parameters()).device.type == "cpu"
 
 
@@ -160,25 +165,24 @@ def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator, temperature: flo
                 threads: int = 1) -> tuple[np.ndarray, V.SpecStats]:
     """Target-only AR sampling of one utterance: one target pass per token.
 
-    On the CPU each pass samples inside the graph (:class:`tts.codec_lm.SelfSpeculativeSession`, the same fast path
-    as :func:`speculative_generate`'s, so the two compare like for like); on a GPU the torch module's pass and a
-    numpy draw.
+    On the CPU each pass samples inside the graph (:class:`engine.synthesis.codec_lm_session.SelfSpeculativeSession`,
+    the same fast path as :func:`speculative_generate`'s, so the two compare like for like); on a GPU the torch
+    module's pass and a numpy draw.
 
     Args:
-        lm: :class:`tts.codec_lm.CodecLM`; cond: float32 (n_frames, 385) frame conditioning
-            (:func:`tts.codec_lm.frame_conditioning`); threads: the codec LM's
-            inference threads (:class:`tts.codec_lm.CodecLMSession`).
+        lm: :class:`engine.synthesis.codec_lm.CodecLM`; cond: float32 (n_frames, 385) frame conditioning
+            (:func:`engine.synthesis.codec_lm.frame_conditioning`); rng: numpy Generator of the draws;
+            temperature: softmax(logits / temperature); threads: the codec LM's inference threads
+            (:class:`engine.synthesis.codec_lm_session.CodecLMSession`).
 
     Returns:
         (int64 codes (n_frames,), stats with ``tokens``, ``target_passes`` and ``passes`` (per-pass wall time)).
     """
-    from tts.codec_lm import CodecLMSession, SelfSpeculativeSession
-
     t0 = time.perf_counter()
     n = len(cond)
     out: list[int] = []
     tok = lm.bos
-    if _onnx(lm):
+    if uses_onnx(lm):
         s = SelfSpeculativeSession(lm, cond, temperature, rng, threads)
         while len(out) < n:
             tok = s.target_step(tok)
@@ -197,9 +201,9 @@ def ar_generate(lm, cond: np.ndarray, rng: np.random.Generator, temperature: flo
 
 def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept, lookahead: int = 3,
                          temperature: float = 0.8, threads: int = 1) -> tuple[np.ndarray, V.SpecStats]:
-    """Speculative sampling of one utterance with lookahead L_d (pcg_tts.txt Algorithm 1 with ``accept`` = PCG's
-    group step; standard SD / SSD bias with the token-level step), over two :class:`tts.codec_lm.CodecLMSession`
-    (target, and the draft layers of the same model).
+    """Speculative sampling of one utterance with lookahead L_d (the paper's Algorithm 1 with ``accept`` = PCG's
+    group step; standard SD / SSD bias with the token-level step), over two
+    :class:`engine.synthesis.codec_lm_session.CodecLMSession` (target, and the draft layers of the same model).
 
     ``accept(x, p, q, rng) → engine.core.verify.StepResult`` decides one drafted position given the draft distribution p
     and target distribution q (float64 (n_codes,)). On the first rejection the step's token replaces the draft and
@@ -207,16 +211,15 @@ def speculative_generate(lm, cond: np.ndarray, rng: np.random.Generator, accept,
     is one target pass over the L_d drafts plus the token before them (a single ONNX Runtime call, no Python per
     token); the L_d + 1 target distributions are one vectorised softmax.
 
-    On the CPU the rounds run on :class:`tts.codec_lm.SelfSpeculativeSession` (draws inside the graphs, one ORT call
-    per pass, one KV cache for the layers the draft and target share); on a GPU, two sessions of the torch module.
+    On the CPU the rounds run on :class:`engine.synthesis.codec_lm_session.SelfSpeculativeSession` (draws inside the
+    graphs, one ORT call per pass, one KV cache for the layers the draft and target share); on a GPU, two sessions
+    of the torch module.
 
     Returns:
         (int64 codes (n_frames,), stats: rounds, drafted, accepted, accepted_lengths, target/draft passes, and
         ``passes``: per-pass wall time by role and tokens per pass).
     """
-    from tts.codec_lm import CodecLMSession
-
-    if _onnx(lm):
+    if uses_onnx(lm):
         return _self_speculative_generate(lm, cond, rng, accept, lookahead, temperature, threads)
     t0 = time.perf_counter()
     n = len(cond)
@@ -271,9 +274,8 @@ def _accept_drafts(ctx: list[int], xs, ps, qs, accept, rng, bonus) -> int:
 
 
 def _self_speculative_generate(lm, cond, rng, accept, lookahead, temperature, threads):
-    """:func:`speculative_generate` on :class:`tts.codec_lm.SelfSpeculativeSession` (same rounds, same rules)."""
-    from tts.codec_lm import SelfSpeculativeSession
-
+    """:func:`speculative_generate` on :class:`engine.synthesis.codec_lm_session.SelfSpeculativeSession` (same rounds,
+    same rules)."""
     t0 = time.perf_counter()
     n = len(cond)
     s = SelfSpeculativeSession(lm, cond, temperature, rng, threads)
@@ -296,123 +298,3 @@ def _self_speculative_generate(lm, cond, rng, accept, lookahead, temperature, th
     st.seconds = time.perf_counter() - t0
     st.passes = s.pass_time
     return np.asarray(ctx[1 : n + 1], np.int64), st
-
-
-METHODS = ("ar", "sd", "ssd", "pcg")
-
-
-class CodecTTS:
-    """The codec TTS engine: ``synthesize(text) → float32 22.05 kHz``, sampling codec tokens with ``method``.
-
-    Args:
-        path: assets/codec_tts (see :class:`tts.codec_lm.CodecVoice`).
-        method: "pcg" (default), "ar", "sd" or "ssd" (constant bias 0.3).
-        theta: PCG θ (Eq. 1); lookahead: L_d; temperature: sampling temperature (None: the one the model was
-            validated at, config.json ``temperature``, assets/codec_tts/card.md); seed: RNG seed.
-        phonemizer: a loaded Piper voice (its phonemiser).
-        voice_model, voice_config: the Piper voice files (.onnx, .onnx.json) the caller resolved; None = the
-            ``tts_voice`` of the configuration as loaded (:func:`engine.config.load_config`).
-        cache_dir: where the groups (``<cache_dir>/asg``) and the voice's extracted sub-graphs
-            (``<cache_dir>/codec_tts``) are cached; default $SPECVOICE_CACHE or ~/.cache/specvoice.
-        threads: ONNX Runtime threads of the codec LM (:class:`tts.codec_lm.CodecLMRuntime`; 1 leaves the second
-            core to ASR and the LLM).
-
-    Raises:
-        FileNotFoundError: the model files are missing. ValueError: unknown method.
-    """
-
-    sample_rate = 22050
-
-    def __init__(self, path: str | Path | None = None, method: str = "pcg", theta: float = 0.42, lookahead: int = 3,
-                 temperature: float | None = None, seed: int = 0, phonemizer=None,
-                 cache_dir: str | Path | None = None, threads: int = 1, voice_model: str | Path | None = None,
-                 voice_config: str | Path | None = None):
-        from tts.codec_lm import CodecVoice
-
-        if method not in METHODS:
-            raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
-        if voice_model is None:
-            from engine.config import load_config
-            from engine.models import resolve
-
-            m = resolve("tts_voice", load_config())
-            voice_model, voice_config = m.path, m.config
-        self.cache_dir = Path(cache_dir or os.environ.get("SPECVOICE_CACHE") or Path.home() / ".cache" / "specvoice")
-        self.voice = CodecVoice(path, phonemizer, voice_model, voice_config, cache_dir=self.cache_dir,
-                                threads=threads)
-        self.lm, self.codec = self.voice.lm, self.voice.codec
-        if temperature is None:
-            temperature = float(self.voice.config.get("temperature", 0.7))
-        self.method, self.theta, self.lookahead, self.temperature = method, theta, lookahead, temperature
-        self.threads = threads
-        self.rng = np.random.default_rng(seed)
-        self.groups = self.groups_for(theta)
-        self.last_stats: V.SpecStats | None = None
-        self._device_samplers: dict = {}  # (method, θ, L_d, T) → DeviceRoundSampler, for an LM off the CPU
-
-    def phoneme_ids(self, text: str) -> list[np.ndarray]:
-        """Per sentence, Piper's phoneme ids (int64)."""
-        return self.voice.phoneme_ids(text)
-
-    def tokens(self, ids: np.ndarray, method: str | None = None, theta: float | None = None,
-               cond: np.ndarray | None = None) -> tuple[np.ndarray, V.SpecStats]:
-        """Codec tokens (int64 (n_frames,)) of one sentence's phoneme ids, and the sampler's counters.
-        ``cond``: the frame conditioning to use instead of the voice's prior of ``ids`` (e.g. the teacher's own).
-
-        Raises:
-            ValueError: unknown method.
-        """
-        cond = self.voice.conditioning(ids) if cond is None else cond
-        method = method or self.method
-        if method not in METHODS:
-            raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
-        if not _onnx(self.lm):  # on an accelerator: whole rounds on the device, replayed as CUDA graphs
-            return self.device_sampler(method, theta).sample(cond, int(self.rng.integers(2**62)))
-        if method == "ar":
-            return ar_generate(self.lm, cond, self.rng, self.temperature, self.threads)
-        if method == "pcg":
-            G = self._groups_at(theta)
-            acc = lambda x, p, q, rng: V.pcg_step(x, p, q, G, rng)  # noqa: E731
-        elif method == "sd":
-            acc = lambda x, p, q, rng: V.sd_step(x, p, q, rng)  # noqa: E731
-        else:  # "ssd"
-            acc = lambda x, p, q, rng: V.sd_step(x, p, q, rng, bias=0.3)  # noqa: E731
-        return speculative_generate(self.lm, cond, self.rng, acc, self.lookahead, self.temperature, self.threads)
-
-    def device_sampler(self, method: str, theta: float | None = None):
-        """The :class:`engine.speech.device_sampling.DeviceRoundSampler` of ``method`` (and θ for PCG) at this
-        engine's lookahead and temperature, built once and kept (its graphs are captured on first use)."""
-        from engine.speech.device_sampling import DeviceRoundSampler
-
-        theta = self.theta if theta is None else theta
-        key = (method, theta if method == "pcg" else None, self.lookahead, self.temperature)
-        if key not in self._device_samplers:
-            G = self._groups_at(theta) if method == "pcg" else None
-            self._device_samplers[key] = DeviceRoundSampler(self.lm, self.temperature, self.lookahead, method,
-                                                            groups=G, bias=0.3)
-        return self._device_samplers[key]
-
-    def code_embeddings(self) -> np.ndarray:
-        """Emb_q for Eq. 1 (:meth:`tts.codec_lm.CodecVoice.code_embeddings`)."""
-        return self.voice.code_embeddings()
-
-    def _groups_at(self, theta: float | None) -> AcousticGroups:
-        """This engine's groups for θ = None or its own θ, else :meth:`groups_for`."""
-        return self.groups if theta is None or theta == self.theta else self.groups_for(theta)
-
-    def groups_for(self, theta: float) -> AcousticGroups:
-        """Eq. 1 groups from the target's code embeddings at θ (cached on disk)."""
-        return AcousticGroups.cached(self.code_embeddings(), theta, self.cache_dir / "asg")
-
-    def synthesize(self, text: str) -> np.ndarray:
-        """float32 (n,) at 22.05 kHz; empty for text with nothing to say. ``last_stats`` holds the sampler's
-        counters."""
-        parts = []
-        total = V.SpecStats()
-        for ids in self.phoneme_ids(text):
-            toks, st = self.tokens(ids)
-            parts.append(self.voice.decode(toks))
-            parts.append(np.zeros(int(0.15 * self.sample_rate), np.float32))
-            total.add(st)
-        self.last_stats = total
-        return np.concatenate(parts) if parts else np.zeros(0, np.float32)

@@ -6,8 +6,8 @@ predictor ``dp`` gives frames per phoneme w_ceil = ceil(exp(logw) · length_scal
 durations, is sampled, z_p = m_p + ε · exp(logs_p) · noise_scale, and the inverse flow maps it to the latent z
 (192 channels per 256-sample frame at 22.05 kHz, ≈ 86 frames/s); the HiFi-GAN generator ``dec`` renders z as audio.
 
-The codec TTS (tts/codec_lm.py) replaces the prior sample and the flow with codec tokens of z sampled by an
-autoregressive LM that reads the expanded prior, and keeps the rest. This module extracts, with
+The codec TTS (engine/synthesis/codec_lm.py) replaces the prior sample and the flow with codec tokens of z sampled
+by an autoregressive LM that reads the expanded prior, and keeps the rest. This module extracts, with
 ``onnx.utils.extract_model``, three sub-graphs of the installed voice file (never a copy in git):
 
 * ``prior``: phoneme ids → m_p, logs_p (1, 192, n) and w_ceil (1, 1, n) (text encoder + duration predictor);
@@ -15,7 +15,7 @@ autoregressive LM that reads the expanded prior, and keeps the rest. This module
 * ``teacher``: the whole voice with m_p, logs_p, w_ceil and z as extra outputs (training data).
 
 They are cached under ``<cache_dir>/vits_<sha256 of the voice>/`` and rebuilt when missing; the voice's sha256 is
-checked against the one the codec was trained on. ``onnx`` (the ``train`` extra) is needed only to extract them.
+checked against the one the codec was trained on.
 
 Tensor names are those of Piper's export of en_US-joe-medium (onnx 1.x, torch exporter): the generator's input is the
 masked flow output ``/Mul_7_output_0``; m_p, logs_p are the text encoder's ``/enc_p/Split`` outputs; w_ceil is
@@ -24,10 +24,11 @@ masked flow output ``/Mul_7_output_0``; m_p, logs_p are the text encoder's ``/en
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
+
+from engine.models import sha256_file
 
 SAMPLE_RATE = 22050
 HOP = 256  # waveform samples per latent frame
@@ -38,12 +39,6 @@ M_P, LOGS_P, W_CEIL, Z, AUDIO = "/enc_p/Split_output_0", "/enc_p/Split_output_1"
 PARTS = {"prior": (["input", "input_lengths", "scales"], [M_P, LOGS_P, W_CEIL]),
          "generator": ([Z], [AUDIO]),
          "teacher": (["input", "input_lengths", "scales"], [M_P, LOGS_P, W_CEIL, Z, AUDIO])}
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file (tts reads no engine code, so not engine.models's progress-reporting one)."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def extract(voice_model: str | Path, cache_dir: str | Path, part: str, sha256: str | None = None) -> Path:
@@ -58,7 +53,7 @@ def extract(voice_model: str | Path, cache_dir: str | Path, part: str, sha256: s
         ImportError: ``onnx`` is not installed and the graph is not cached yet. KeyError: unknown part.
     """
     inputs, outputs = PARTS[part]
-    sha = sha256 or sha256_file(voice_model)
+    sha = sha256 or sha256_file(Path(voice_model))
     out = Path(cache_dir) / f"vits_{sha[:16]}" / f"{part}.onnx"
     if not out.exists():
         import onnx.utils
@@ -99,7 +94,7 @@ class VitsParts:
                  length_scale: float = 1.0, noise_w: float = 0.8, sha256: str | None = None, threads: int = 1):
         self.voice_model = Path(voice_model)
         self.cache_dir = Path(cache_dir)
-        self.sha256 = sha256 or sha256_file(voice_model)
+        self.sha256 = sha256 or sha256_file(self.voice_model)
         self.scales = np.array([noise_scale, length_scale, noise_w], np.float32)
         self.threads = threads
         self._sessions: dict = {}

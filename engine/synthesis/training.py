@@ -1,13 +1,14 @@
-"""Train the codec-token TTS in one command (pcg_tts.txt needs an AR codec-token TTS; none can be had offline, so it
-is built here on the Piper voice's own VITS parts, tts/vits_latent.py):
+"""Train the codec-token TTS in one command (PCG — Yanuka et al., "Principled Coarse-Grained Acceptance for
+Speculative Decoding in Speech", 2025, arXiv:2511.13732 — accelerates an AR codec-token TTS; none can be had
+offline, so it is built here on the Piper voice's own VITS parts, engine/synthesis/vits_latent.py):
 
-    python -m engine.training.codec_tts all     # data → codec → lm → draft → calibrate (≈ 45 min, 2 CPU cores)
-    python -m engine.training.codec_tts data    # the voice as teacher: prior, durations and latent z of 1200 sentences
-    python -m engine.training.codec_tts codec --k 1024 2048   # k-means codebooks on z, round-trip CER of each;
+    python -m engine.synthesis.training all     # data → codec → lm → draft → calibrate (≈ 45 min, 2 CPU cores)
+    python -m engine.synthesis.training data    # the voice as teacher: prior, durations and latent z of 1200 sentences
+    python -m engine.synthesis.training codec --k 1024 2048   # k-means codebooks on z, round-trip CER of each;
                                                 # the best (ties → the smaller K) is kept
-    python -m engine.training.codec_tts lm      # AR target conditioned on the voice's prior
-    python -m engine.training.codec_tts draft   # draft: the target's first layer + own norm, rank-64 head, distilled
-    python -m engine.training.codec_tts calibrate  # shipped temperature (validation CER), entropy, Eq. 1 table
+    python -m engine.synthesis.training lm      # AR target conditioned on the voice's prior
+    python -m engine.synthesis.training draft   # draft: the target's first layer + own norm, rank-64 head, distilled
+    python -m engine.synthesis.training calibrate  # shipped temperature (validation CER), entropy, Eq. 1 table
 
 Data: sentences from Multi30k train, MT-Bench and GSM8K (the CTC head's training text, engine.training.ctc_head),
 phonemised by Piper's espeak-ng phonemiser and run through the whole voice (its normal inference scales: noise_scale
@@ -19,7 +20,8 @@ Device: the rule of engine/devices.py (``auto``: CUDA when torch sees one, else 
 Outputs go to assets/codec_tts/ (codec.npz, lm.safetensors, config.json with hardware, data, steps and times); the
 cached data to $SPECVOICE_CACHE/codec_tts_data/latent.npz (plain arrays and texts, keyed by the voice's sha256 and
 rebuilt when missing, corrupt or of another voice); the voice's extracted sub-graphs to
-$SPECVOICE_CACHE/codec_tts/ (tts/vits_latent.py).
+$SPECVOICE_CACHE/codec_tts/ (engine/synthesis/vits_latent.py), where $SPECVOICE_CACHE is the cache folder
+(:func:`engine.config.cache_dir`: that variable, else ~/.cache/specvoice).
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.config import cache_dir
+
 ROOT = Path(__file__).resolve().parents[2]
-CACHE_ROOT = Path(os.environ.get("SPECVOICE_CACHE", Path.home() / ".cache" / "specvoice"))
+CACHE_ROOT = cache_dir()
 CACHE = CACHE_ROOT / "codec_tts_data"
 ASSET = ROOT / "assets" / "codec_tts"
 DATA_FILE = "latent.npz"
@@ -63,10 +67,11 @@ def _voice():
 
 
 def voice_parts(threads: int = 2):
-    """:class:`tts.vits_latent.VitsParts` of the configured voice at its own inference scales, and its phonemiser."""
+    """:class:`engine.synthesis.vits_latent.VitsParts` of the configured voice at its own inference scales, and its
+    phonemiser."""
     from piper import PiperVoice
 
-    from tts.vits_latent import VitsParts
+    from engine.synthesis.vits_latent import VitsParts
 
     m, sha = _voice()
     pv = PiperVoice.load(str(m.path), config_path=str(m.config) if m.config else None)
@@ -206,7 +211,7 @@ def fit_codec(ks: list[int], n_eval: int = 30, seed: int = 0) -> dict:
     """k-means codebooks on the training utterances' z for each K in ``ks``; each scored by the round trip (z →
     codes → centroids → the voice's generator) on the first ``n_eval`` validation utterances with :class:`Judge`.
     The best CER is kept (within 0.5 points: the smaller K) as assets/codec_tts/codec.npz. Returns the table."""
-    from tts.codec import LatentCodec
+    from engine.synthesis.codec import LatentCodec
 
     d = load_data()
     val, tr = split(d["items"])
@@ -244,8 +249,8 @@ def fit_codec(ks: list[int], n_eval: int = 30, seed: int = 0) -> dict:
 # ------------------------------------------------------------------------------------------------ LM
 def sequences(codec=None) -> tuple[list, list]:
     """(validation, training) utterances as {"codes" int64 (T,), "cond" float32 (T, 385), "text"}."""
-    from tts.codec import LatentCodec
-    from tts.codec_lm import frame_conditioning
+    from engine.synthesis.codec import LatentCodec
+    from engine.synthesis.codec_lm import frame_conditioning
 
     codec = codec or LatentCodec.load(ASSET / "codec.npz")
     d = load_data()
@@ -295,7 +300,7 @@ def train_lm(epochs: int, arch: dict, seed: int = 0, input_noise: float = 0.3, b
     frame (free-running, it reads its own samples)."""
     import torch
 
-    from tts.codec_lm import CodecLM
+    from engine.synthesis.codec_lm import CodecLM
 
     torch.manual_seed(seed)
     val, tr = sequences()
@@ -408,7 +413,7 @@ def train_draft(epochs: int, seed: int = 0, batch: int = 8, device: str = "cpu",
     import torch
     from torch import nn
 
-    from tts.codec_lm import load_lm
+    from engine.synthesis.codec_lm import load_lm
 
     val, tr = sequences()
     lm = load_lm(ASSET, dtype=torch.float32).to(device)
@@ -442,9 +447,9 @@ def calibrate(temperatures=(0.4, 0.7, 1.0), n_eval: int = 30, thetas=(0.3, 0.38,
     ``group_embeddings``."""
     import torch
 
-    from engine.speech.coarse_grained_sampling import AcousticGroups, ar_generate
-    from tts.codec import LatentCodec
-    from tts.codec_lm import frame_conditioning, load_lm
+    from engine.synthesis.coarse_grained_sampling import AcousticGroups, ar_generate
+    from engine.synthesis.codec import LatentCodec
+    from engine.synthesis.codec_lm import frame_conditioning, load_lm
 
     lm = load_lm(ASSET, dtype=torch.float32)
     codec = LatentCodec.load(ASSET / "codec.npz")
@@ -526,9 +531,9 @@ def _threads() -> int:
 
 
 def main(argv=None) -> int:
-    from tts.codec_lm import ARCH
+    from engine.synthesis.codec_lm import ARCH
 
-    ap = argparse.ArgumentParser(prog="python -m engine.training.codec_tts")
+    ap = argparse.ArgumentParser(prog="python -m engine.synthesis.training")
     ap.add_argument("stage", choices=["data", "codec", "lm", "draft", "calibrate", "all"])
     ap.add_argument("--sentences", type=int, default=N_SENTENCES)
     ap.add_argument("--k", type=int, nargs="+", default=[1024, 2048], help="codebook sizes to compare")
@@ -555,7 +560,7 @@ def main(argv=None) -> int:
     if a.stage in ("codec", "all"):
         fit_codec(a.k)
     if a.stage in ("lm", "all"):
-        from tts.codec import LatentCodec
+        from engine.synthesis.codec import LatentCodec
 
         K = LatentCodec.load(ASSET / "codec.npz").K
         arch = dict(ARCH, n_codes=K, layers=a.layers, d=a.d, ff=4 * a.d, draft_rank=None)  # the draft stage sets it

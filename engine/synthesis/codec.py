@@ -1,12 +1,13 @@
 """The latent codec: one token per VITS latent frame of the Piper voice, decoded by the voice's own generator.
 
-VITS's generator (HiFi-GAN, tts/vits_latent.py) renders a 192-channel latent z at 256 samples per frame (22.05 kHz,
-≈ 86 frames/s). The codec quantises each frame of z to the nearest of K centroids (k-means on the teacher's z,
-Euclidean); decoding is centroid lookup followed by the generator. One codebook gives one token per frame, the
-interface the AR codec LM and the speculative samplers (engine/speech/coarse_grained_sampling.py) take unchanged.
+VITS's generator (HiFi-GAN, engine/synthesis/vits_latent.py) renders a 192-channel latent z at 256 samples per frame
+(22.05 kHz, ≈ 86 frames/s). The codec quantises each frame of z to the nearest of K centroids (k-means on the
+teacher's z, Euclidean); decoding is centroid lookup followed by the generator. One codebook gives one token per
+frame, the interface the AR codec LM and the speculative samplers (engine/synthesis/coarse_grained_sampling.py) take
+unchanged.
 Why k-means on z (assets/codec_tts/card.md has the round-trip table): a spectral codec decoded by Griffin-Lim or a
 small learned decoder lost 13–16 points of CER on the round trip, while the voice's own generator, trained with the
-voice, renders z nearly losslessly; K is chosen by round-trip CER (engine/training/codec_tts.py ``codec``).
+voice, renders z nearly losslessly; K is chosen by round-trip CER (engine/synthesis/training.py ``codec``).
 
 Shapes: z float32 (T, 192); tokens int64 (T,); audio float32 (256 T,) at 22.05 kHz.
 """
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .vits_latent import HOP, SAMPLE_RATE, Z_CHANNELS  # noqa: F401  (re-exported: the codec's frame geometry)
+# re-exported: the codec's frame geometry
+from engine.synthesis.vits_latent import HOP, SAMPLE_RATE, Z_CHANNELS  # noqa: F401
 
 
 class LatentCodec:
@@ -81,7 +83,7 @@ class LatentCodec:
 
     def decode(self, tokens, parts) -> np.ndarray:
         """Tokens (T,) → float32 audio (256 T,) at 22.05 kHz, rendered by ``parts`` (a
-        :class:`tts.vits_latent.VitsParts` of the voice the codec was fit on)."""
+        :class:`engine.synthesis.vits_latent.VitsParts` of the voice the codec was fit on)."""
         return parts.generate(self.latent(tokens))
 
 
