@@ -19,8 +19,8 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from .cli_options import BENCHES, LOG_LEVELS, UsageError, config_from_args, configure_logging, parser, \
-    pop_models_option, use_models_dir  # noqa: F401  (BENCHES, LOG_LEVELS: the command line's public tables)
+from .cli_options import BENCHES, LOG_LEVELS  # noqa: F401  (the command line's public tables)
+from .cli_options import UsageError, config_from_args, configure_logging, parser, pop_models_option, use_models_dir
 
 EXIT_USAGE = 2
 LIVE_COMMANDS = ("transcribe", "assist", "caption")
@@ -29,6 +29,12 @@ LIVE_COMMANDS = ("transcribe", "assist", "caption")
 def default_question() -> Path:
     """The embedded spoken question (assets/question.wav)."""
     return Path(str(resources.files("assets").joinpath("question.wav")))
+
+
+def _usage_error(message: str) -> int:
+    """Print the one ``specvoice: error:`` line of a problem the user can fix; returns the exit code (2)."""
+    print(f"specvoice: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 class WorkerError(RuntimeError):
@@ -264,8 +270,7 @@ def cmd_export(args) -> int:
             raise UsageError(f"no session {args.session!r} in {journal}")
         export(records, target, args.session)
     except (UsageError, OSError) as e:
-        print(f"specvoice: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage_error(f"{e}")
     print(f"exported {journal} → {target}")
     return 0
 
@@ -292,14 +297,11 @@ def main(argv: list[str] | None = None) -> int:
 
         problem = check_platform_libraries()  # before Qt: a missing X11 library is one line here, not Qt's abort
         if problem:
-            print(f"specvoice: error: {problem}", file=sys.stderr)
-            return EXIT_USAGE
+            return _usage_error(f"{problem}")
         try:
             from app.main_window import run_app
         except ImportError as e:
-            print(f"specvoice: error: the desktop app needs PySide6 (pip install 'specvoice[app]'): {e}",
-                  file=sys.stderr)
-            return EXIT_USAGE
+            return _usage_error(f"the desktop app needs PySide6 (pip install 'specvoice[app]'): {e}")
         try:  # the file and the environment the CLI reads: a bad one is one line here, not a window later
             from engine.config import load_config
 
@@ -307,8 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                 use_models_dir(args.models)
             load_config(args.config)
         except (ConfigError, UsageError) as e:
-            print(f"specvoice: error: {e}", file=sys.stderr)
-            return EXIT_USAGE
+            return _usage_error(f"{e}")
         return run_app([sys.argv[0]], config_path=args.config)
     if args.cmd == "bench":
         import importlib
@@ -319,8 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 use_models_dir(models_dir)
             except UsageError as e:
-                print(f"specvoice: error: {e}", file=sys.stderr)
-                return EXIT_USAGE
+                return _usage_error(f"{e}")
         if args.which == "predgen" and ("--backend=remote" in rest or any(
                 a == "--backend" and b == "remote" for a, b in zip(rest, rest[1:]))):
             module = "bench.remote_bench"  # the same streams over an LLM server vs in-process
@@ -329,8 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         except ModuleNotFoundError as e:
             if e.name != module:
                 raise
-            print(f"specvoice: error: benchmark {args.which!r} is not part of this installation", file=sys.stderr)
-            return EXIT_USAGE
+            return _usage_error(f"benchmark {args.which!r} is not part of this installation")
         return bench.main(rest)
     if args.cmd == "export":
         return cmd_export(args)

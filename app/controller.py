@@ -21,10 +21,7 @@ from PySide6.QtCore import QObject, Signal
 
 from audio.sources import input_devices
 from engine.config import Config
-from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSaved, AnswerSentence, AsrMetrics,
-                                BargeIn, Caption, CaptionMetrics, EchoCancelling, Error, FinalTranscript,
-                                InputLevel, PartialTranscript, RevisedTranscript, Speakers, SpeechStarted,
-                                SpokenAnswerMetrics, Status, TurnMetrics)
+from engine.core import events as E
 from engine.journal import default_journal_path
 from engine.pipeline import Backlog
 from engine.runtime import Runtime
@@ -34,7 +31,8 @@ from .desktop_check import repair_signal_emit
 
 repair_signal_emit()  # PySide6 6.12.0 loses a reference to True per emit: the workers emit thousands per session
 
-METRICS = (AsrMetrics, SpokenAnswerMetrics, TurnMetrics, CaptionMetrics)  # what the ``metrics`` signal carries
+#: what the ``metrics`` signal carries
+METRICS = (E.AsrMetrics, E.SpokenAnswerMetrics, E.TurnMetrics, E.CaptionMetrics)
 
 
 class EngineController(QObject):
@@ -195,54 +193,54 @@ class EngineController(QObject):
             self.session_ended.emit()
 
     # -- events → signals (from the engine's threads) -------------------------------------------------------------
-    def emit_transcript(self, ev: "FinalTranscript | RevisedTranscript") -> None:
+    def emit_transcript(self, ev: "E.FinalTranscript | E.RevisedTranscript") -> None:
         """Report a transcript event as signals: ``final_language`` then ``final`` for a ``FinalTranscript``,
         ``revised`` for a ``RevisedTranscript`` (safe from any thread).
 
         Raises:
             TypeError: another event.
         """
-        if isinstance(ev, FinalTranscript):
+        if isinstance(ev, E.FinalTranscript):
             self.final_language.emit(ev.utterance, ev.language)  # first: queued signals arrive in emission order
             self.final.emit(ev.utterance, ev.text, ev.t_start, ev.t_end)
-        elif isinstance(ev, RevisedTranscript):
+        elif isinstance(ev, E.RevisedTranscript):
             self.revised.emit(ev)
         else:
             raise TypeError(f"not a transcript event: {type(ev).__name__}")
 
     def _on_event(self, ev) -> None:
-        if isinstance(ev, InputLevel):
+        if isinstance(ev, E.InputLevel):
             self.level.emit(ev.level)
-        elif isinstance(ev, PartialTranscript):
+        elif isinstance(ev, E.PartialTranscript):
             self.partial.emit(ev.utterance, ev.committed, ev.tentative)
-        elif isinstance(ev, (FinalTranscript, RevisedTranscript)):
+        elif isinstance(ev, (E.FinalTranscript, E.RevisedTranscript)):
             self.emit_transcript(ev)
         elif isinstance(ev, METRICS):
             self.metrics.emit(ev)
-        elif isinstance(ev, SpeechStarted):
+        elif isinstance(ev, E.SpeechStarted):
             self.speech_started.emit(ev.utterance)
-        elif isinstance(ev, AnswerDelta):
+        elif isinstance(ev, E.AnswerDelta):
             self.answer_delta.emit(ev.utterance, ev.text, False)
-        elif isinstance(ev, AnswerSentence):
+        elif isinstance(ev, E.AnswerSentence):
             self.answer_sentence.emit(ev.utterance, ev.index, ev.text)
-        elif isinstance(ev, AnswerAudio):
+        elif isinstance(ev, E.AnswerAudio):
             self.answer_audio.emit(ev.utterance, ev.samples, ev.sample_rate)
-        elif isinstance(ev, AnswerDone):
+        elif isinstance(ev, E.AnswerDone):
             self.answer_done.emit(ev.utterance, ev.text, ev.interrupted)
-        elif isinstance(ev, AnswerSaved):
+        elif isinstance(ev, E.AnswerSaved):
             self.answer_saved.emit(ev)
-        elif isinstance(ev, Caption):
+        elif isinstance(ev, E.Caption):
             self.caption.emit(ev)
-        elif isinstance(ev, Speakers):
+        elif isinstance(ev, E.Speakers):
             self.speakers.emit(ev.who)
-        elif isinstance(ev, BargeIn):
+        elif isinstance(ev, E.BargeIn):
             self.barge_in.emit(ev.t, ev.path)
-        elif isinstance(ev, EchoCancelling):
+        elif isinstance(ev, E.EchoCancelling):
             self.echo_cancelling.emit(ev.on)
         elif isinstance(ev, Backlog):
             self.status.emit("speech recognition is back in step" if ev.caught_up else
                              f"speech recognition is {ev.behind_s:.1f} s behind; catching up (no audio is lost)")
-        elif isinstance(ev, Status):
+        elif isinstance(ev, E.Status):
             self.status.emit(ev.text)
-        elif isinstance(ev, Error):
+        elif isinstance(ev, E.Error):
             self.error.emit(f"{ev.where}: {ev.message}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.journal import Journal, Session, read_journal, session_offsets
+from engine.journal import read_journal, session_offsets
 
 MIN_CUE_S = 2.0  # duration given to a cue without an end time, seconds
 WHO = {"user": "You", "assistant": "Assistant", "caption": "Caption"}
@@ -145,56 +145,15 @@ def export(records: list[dict], path: str | Path, session: str | None = None) ->
 
 
 class History:
-    """The GUI's conversation log: a :class:`engine.journal.Journal` at ``path`` plus the exports.
-
-    ``add`` appends (fsynced) to the current session, started on first use; :meth:`end_session` closes it, so
-    the next item starts a new session later on the journal's clock.
-    """
+    """The desktop app's view of its journal at ``path`` (written by the session engine, :mod:`engine.journal`):
+    the items it holds, with revisions applied, and the exports."""
 
     def __init__(self, path: str | Path):
-        self.journal = Journal(path)
-        self.path = self.journal.path
-        self._session: Session | None = None
+        self.path = Path(path)
 
     @property
     def items(self) -> list[Item]:
         return items(read_journal(self.path))
-
-    def session(self) -> Session:
-        if self._session is None or self._session.ended:
-            self._session = self.journal.start("app")
-        return self._session
-
-    def add(self, item: Item) -> None:
-        """Append ``item`` to the journal (durable on return).
-
-        Raises:
-            OSError: the journal cannot be written.
-        """
-        s = self.session()
-        if item.kind == "user":
-            s.user(item.utterance, item.text, item.t_start, item.t_end, language=item.language)
-        elif item.kind == "assistant":
-            s.answer(item.utterance, item.text, t_start=item.t_start, t_end=item.t_end)
-        elif item.kind == "caption":
-            s.caption(item.utterance, item.text, item.translation, item.t_start, item.t_end)
-        else:
-            raise ValueError(f"unknown item kind {item.kind!r}")
-
-    def revise(self, utterances, texts, t_start: float | None = None, t_end: float | None = None,
-               language: str = "") -> None:
-        """Journal a ``RevisedTranscript`` of the current session (durable on return): :attr:`items` and the exports
-        then show ``texts`` for ``utterances``.
-
-        Raises:
-            OSError: the journal cannot be written.
-        """
-        self.session().revision(utterances, texts, t_start, t_end, language)
-
-    def end_session(self, audio_s: float | None = None, status: str = "ok") -> None:
-        if self._session is not None:
-            self._session.end(audio_s, status)
-            self._session = None
 
     def to_txt(self) -> str:
         return to_txt(read_journal(self.path))

@@ -16,8 +16,9 @@ The transcript is the best one known: when the engine's second pass revises fina
 (``RevisedTranscript``, arriving as the controller's ``revised`` signal) the shown lines of those utterances take
 the new text, marked "(revised)" with the text before the revision in its tooltip, a line whose words all moved to
 a neighbour is dropped (the session journaled the revision before it arrived, so the exports show it too); an
-answer already given is left as it is. A final in another language than the session's default (``asr.language``, English when it is
-"auto") is tagged with its ISO 639-1 code ("[fr]"), and the status line names the language the session speaks.
+answer already given is left as it is. A final in another language than the session's default (``asr.language``,
+English when it is "auto") is tagged with its ISO 639-1 code ("[fr]"), and the status line names the language the
+session speaks.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QFileDialog, QFormLayout
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from audio.sources import output_devices
-from engine.core.events import AsrMetrics, CaptionMetrics, SpokenAnswerMetrics, TurnMetrics
+from engine.core.events import (AsrMetrics, CaptionMetrics, SpokenAnswerMetrics, TurnMetrics)
 from engine.journal import default_journal_path
 from engine.session import FILE_PREFIX, SessionOptions
 from engine.translate.languages import caption_targets, language_code, language_name
@@ -380,7 +381,7 @@ class MainWindow(QMainWindow):
         return SessionOptions(source=self.input_pick.currentData() or "", mode=self.mode(),
                               push_to_talk=push_to_talk, target_language=self.language.currentText(),
                               player=self.player, wav_dir=self.answers_dir if self.writes_wav() else None,
-                              wav_per_answer=True)
+                              wav_per_answer=True, input_level=True)
 
     def _start(self, push_to_talk: bool) -> bool:
         """Start a session with the chosen input (False, with the reason on the status line, when it cannot)."""

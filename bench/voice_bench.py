@@ -1,9 +1,9 @@
 """Voice-to-voice benchmark: spoken questions played in real time through the whole live pipeline (VAD → streaming
 ASR → answer stage → TTS), each answer method on the same files in one run.
 
-The pipeline is built exactly as ``specvoice assist`` builds it (:meth:`engine.runtime.Runtime.transcriber`,
-:func:`engine.runtime.build_assistant`, :class:`engine.answer.assistant.Conversation`), with the configuration's thread
-policy: the ASR runs at normal priority, the answer thread at nice +10 with ``llm.predgen_speculation_threads`` LLM
+The pipeline is the one ``specvoice assist`` runs: the session engine (:class:`engine.session.Session`, which builds
+the transcriber, :func:`engine.runtime.build_assistant` and :class:`engine.answer.assistant.Conversation`), with no
+loudspeaker and the configuration's thread policy: the ASR runs at normal priority, the answer thread at nice +10 with ``llm.predgen_speculation_threads`` LLM
 threads while the user speaks and all threads once the final transcript is in. Methods:
 
 * ``cascade``: the answer starts at the final transcript (plain greedy AR, then sentence-by-sentence TTS);
@@ -36,7 +36,6 @@ import dataclasses
 import json
 import statistics
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -85,13 +84,13 @@ def method_config(cfg, method: str):
 
 
 def run_one(rt, cfg, audio: np.ndarray) -> dict:
-    """Play ``audio`` (float32 16 kHz) in real time through the live pipeline of ``cfg``; returns the marks of the
-    last answered utterance."""
+    """Play ``audio`` (float32 16 kHz) in real time through the session engine of ``cfg`` (what ``specvoice
+    assist`` runs, with no loudspeaker); returns the marks of the last answered utterance. Every time is the wall
+    time at which its event was made (``ev.wall``), not when this consumer got it."""
     from audio.sources import ArraySource
-    from engine.answer.assistant import Conversation
-    from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript, PartialTranscript, SpeechEnded,
-        SpeechStarted)
-    from engine.runtime import build_assistant
+    from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript,
+                                    SpeechEnded)
+    from engine.session import Session, SessionOptions
 
     lock = threading.Lock()
     marks: dict[int, dict] = {}
@@ -100,46 +99,29 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
     def mark(u: int) -> dict:
         return marks.setdefault(u, {})
 
-    def on_answer(ev) -> None:
-        now = time.monotonic()
+    def on_event(ev) -> None:  # the session's events, each on the thread that delivers it
         with lock:
             if isinstance(ev, AnswerDelta):
-                mark(ev.utterance).setdefault("first_token", now)
+                mark(ev.utterance).setdefault("first_token", ev.wall)
             elif isinstance(ev, AnswerAudio):
-                mark(ev.utterance).setdefault("first_audio", now)
+                mark(ev.utterance).setdefault("first_audio", ev.wall)
             elif isinstance(ev, AnswerSentence) and ev.index == 0:
                 mark(ev.utterance).setdefault("first_piece", ev.text)
             elif isinstance(ev, AnswerDone):
                 mark(ev.utterance).update(answer=ev.text, interrupted=ev.interrupted)
+            elif isinstance(ev, SpeechEnded):
+                mark(ev.utterance)["eos"] = ev.wall
+            elif isinstance(ev, FinalTranscript):
+                mark(ev.utterance).update(final=ev.wall, transcript=ev.text)
             elif isinstance(ev, Error):
                 errors.append(f"{ev.where}: {ev.message}")
 
-    assistant = build_assistant(cfg, rt, on_answer)
-    assistant.warm()
-    metrics: dict[int, object] = {}
-    conv = Conversation(assistant, lambda u, text, m: metrics.__setitem__(u, m))
-
-    def on_event(ev) -> None:
-        if isinstance(ev, SpeechStarted):
-            conv.on_speech_start()
-        elif isinstance(ev, PartialTranscript):
-            conv.on_partial(ev.utterance, ev.source(cfg.llm.predgen_source))
-        elif isinstance(ev, SpeechEnded):
-            with lock:
-                mark(ev.utterance)["eos"] = ev.wall
-        elif isinstance(ev, FinalTranscript):
-            with lock:
-                mark(ev.utterance).update(final=ev.wall, transcript=ev.text)
-            conv.on_final(ev.utterance, ev.text)
-        elif isinstance(ev, Error):
-            errors.append(f"{ev.where}: {ev.message}")
-
-    st = rt.transcriber(ArraySource(audio, cfg.audio.block_s, realtime=True, trailing_silence_s=1.0), on_event)
-    try:
-        st.run()
-        idle = conv.wait_idle(timeout=180)
-    finally:
-        conv.close()
+    source = ArraySource(audio, cfg.audio.block_s, realtime=True, trailing_silence_s=1.0)
+    session = Session(cfg, rt, SessionOptions(mode="assist", play=False), on_event, source=source)
+    result = session.run()
+    st = result.transcriber
+    metrics = {rec["utterance"]: rec["metrics"] for rec in result.answers}
+    idle = all(rec.get("answer") is not None for rec in result.answers)
     answered = [u for u in sorted(marks) if marks[u].get("answer") and u in metrics]
     if not answered:
         return {"error": "; ".join(errors) or "no answer", "utterances": len(st.stats.utterances)}
@@ -151,7 +133,8 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
         return _r(mk[key] - eos) if eos is not None and mk.get(key) is not None else None
 
     return {"utterances": len(st.stats.utterances), "transcript": mk.get("transcript", ""),
-            "answer": mk.get("answer", ""), "first_piece": mk.get("first_piece", ""), "eos_to_final_s": since("final"), "eos_to_first_token_s": since("first_token"),
+            "answer": mk.get("answer", ""), "first_piece": mk.get("first_piece", ""), "eos_to_final_s": since("final"),
+            "eos_to_first_token_s": since("first_token"),
             "eos_to_first_audio_s": since("first_audio"),
             "final_to_first_audio_s": _r(mk["first_audio"] - mk["final"]) if mk.get("first_audio") and mk.get("final")
             else None,

@@ -1,4 +1,5 @@
-"""The streaming pipeline: capture → VAD → streaming ASR, and the consumers (assist, caption).
+"""The queues between the streaming pipeline's threads (capture → VAD → streaming ASR → the session's consumers,
+:mod:`engine.session`), and the ASR's catch-up report (:class:`Backlog`).
 
 Threads:
     * capture: iterates the :class:`audio.sources.AudioSource`, runs the VAD on each block and enqueues blocks and
@@ -34,8 +35,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.core.events import PartialTranscript
-
-SAMPLE_RATE = 16000
 
 
 def _malloc_trim():

@@ -33,10 +33,10 @@ import numpy as np
 from audio.io import write_wav
 from audio.sources import AudioSource, FileSource, MicSource
 from engine.config import Config
-from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSaved, AnswerSentence, AsrMetrics,
-                                BargeIn, Caption, CaptionMetrics, EchoCancelling, Error, FinalTranscript,
-                                InputLevel, PartialTranscript, RevisedTranscript, Speakers, SpeechEnded,
-                                SpeechStarted, SpokenAnswerMetrics, Status, TurnDecision, TurnMetrics)
+from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSaved, AnswerSentence, AsrMetrics, BargeIn,
+                                Caption, CaptionMetrics, EchoCancelling, Error, FinalTranscript, InputLevel,
+                                PartialTranscript, RevisedTranscript, Speakers, SpeechEnded, SpeechStarted,
+                                SpokenAnswerMetrics, Status, TurnDecision, TurnMetrics)
 from engine.pipeline import EventQueue
 
 MODES = ("transcribe", "assist", "caption")
@@ -103,6 +103,62 @@ class _LevelSource(AudioSource):
             rms = float(np.sqrt(np.mean(b.samples ** 2))) if len(b.samples) else 0.0
             self.emit(InputLevel(min(1.0, rms * 4)))
             yield b
+
+
+class JournalWriter:
+    """What a session keeps of its events in the journal (:mod:`engine.journal`), written before they are shown:
+    final transcripts with text (and their latency from the end of speech), revisions (an utterance whose final was
+    empty gets its first "user" record from the revision, so that the exports show it), answer sentences, whole
+    answers, final captions and errors. :meth:`note` is told every transcriber event first (on the ASR thread: the
+    end of speech and each final's span, which the answer and caption records take); :meth:`write` journals one
+    event (any thread; the journal serialises its appends).
+
+    Args:
+        journal: an :class:`engine.journal.Session` (None: :meth:`write` writes nothing).
+    """
+
+    def __init__(self, journal):
+        self.journal = journal
+        self.eos: dict[int, float] = {}  # utterance → wall time of its end of speech
+        self.spans: dict[int, tuple[float, float]] = {}  # utterance → (t_start, t_end) of its final, audio s
+        self._users: set[int] = set()  # utterances with a "user" record
+
+    def note(self, ev) -> None:
+        if isinstance(ev, SpeechEnded):
+            self.eos[ev.utterance] = ev.wall
+        elif isinstance(ev, FinalTranscript):
+            self.spans[ev.utterance] = (ev.t_start, ev.t_end)
+
+    def write(self, ev) -> None:
+        """Journal ``ev`` if the journal keeps it (durable on return).
+
+        Raises:
+            OSError: the journal cannot be written.
+        """
+        j = self.journal
+        if j is None:
+            return
+        if isinstance(ev, FinalTranscript) and ev.text:
+            e = self.eos.get(ev.utterance)
+            j.user(ev.utterance, ev.text, ev.t_start, ev.t_end, ev.wall - e if e else None, language=ev.language)
+            self._users.add(ev.utterance)
+        elif isinstance(ev, RevisedTranscript):
+            for utt, text in zip(ev.utterances, ev.texts):
+                if text and utt not in self._users:  # its final was empty: the revision gives it its first words
+                    t0, t1 = self.spans.get(utt, (ev.t_start, ev.t_end))
+                    j.user(utt, text, t0, t1, language=ev.language)
+                    self._users.add(utt)
+            j.revision(ev.utterances, ev.texts, ev.t_start, ev.t_end, ev.language)
+        elif isinstance(ev, AnswerSentence):
+            j.answer_sentence(ev.utterance, ev.index, ev.text)
+        elif isinstance(ev, AnswerDone):
+            t = self.spans.get(ev.utterance, (None, None))[1]
+            j.answer(ev.utterance, ev.text, ev.interrupted, t, t)
+        elif isinstance(ev, Caption) and ev.final:
+            t0, t1 = self.spans.get(ev.utterance, (None, None))
+            j.caption(ev.utterance, ev.source, ev.translation, t0, t1)
+        elif isinstance(ev, Error):
+            j.error(ev.where, ev.message)
 
 
 @dataclass
@@ -193,6 +249,7 @@ class Session:
 
             journal = Journal(journal).start(journal_label or options.mode, source.name)
         self.journal = journal
+        self.writer = JournalWriter(journal)
         self.result = SessionResult()
         self.transcriber = None
         self.conversation = None
@@ -201,8 +258,6 @@ class Session:
         self._display = EventQueue(maxsize=256, droppable=lambda ev: isinstance(ev, (PartialTranscript, AsrMetrics))
                                    and getattr(ev, "eos_to_final_s", None) is None)
         self._answers = EventQueue(maxsize=256, droppable=lambda ev: isinstance(ev, AnswerDelta))
-        self._eos: dict[int, float] = {}  # utterance → wall time of its end of speech
-        self._spans: dict[int, tuple[float, float]] = {}  # utterance → (t_start, t_end) of its final
         self._turn_p: dict[int, float] = {}  # utterance → Smart Turn's latest P(complete)
         # who is talking: user speech (VAD / barge-in), answer audio being produced, the latest barge-in
         # (monotonic s) and the number of barge-ins (written by the capture thread only)
@@ -276,7 +331,7 @@ class Session:
             status = "error"
             raise
         finally:
-            self._close_stages(delivery, monitor, owned_player)
+            self._close_stages(delivery, monitor, owned_player, wait=status == "ok")
             st = self.transcriber
             if self.journal is not None:
                 self.journal.end(st.stats.audio_s if st is not None else None, status)
@@ -422,7 +477,9 @@ class Session:
             while loop.busy and loop.error is None and not self._stop.is_set():
                 time.sleep(0.05)  # the last (final) caption is translated and shown before the session ends
 
-    def _close_stages(self, delivery, monitor, owned_player: bool) -> None:
+    def _close_stages(self, delivery, monitor, owned_player: bool, wait: bool) -> None:
+        """Stop every stage's thread; a player the session opened plays out first when ``wait`` (the stream ended
+        normally), else stops at once; the answer audio not yet written goes to its WAV either way."""
         player, sink = self.player, self._sink
         if sink is not None and getattr(player, "reference", None) is sink:
             player.reference = None
@@ -445,7 +502,10 @@ class Session:
         if player is not None:
             self.result.played = bool(getattr(player, "available", False))
             if owned_player:
-                player.wait(timeout=120)
+                if wait:
+                    player.wait(timeout=120)
+                else:
+                    player.stop()
                 player.close()
             self.result.first_sample_wall = getattr(player, "first_sample_wall", None)
         self._write_wavs()
@@ -455,6 +515,7 @@ class Session:
         """The ASR thread's events: the stages are fed at once, the display gets the event (and the metrics it
         gives) through the queue."""
         conv, loop, cfg = self.conversation, self._caption_loop, self.cfg
+        self.writer.note(ev)
         if loop is not None:
             loop.on_event(ev)
         extra = []
@@ -470,7 +531,6 @@ class Session:
             extra.append(TurnMetrics(ev.utterance, self._turn_rule(), ev.t, ev.p_complete, complete, complete))
         elif isinstance(ev, SpeechEnded):
             self._talk["user"] = False
-            self._eos[ev.utterance] = ev.wall
             extra.append(self._turn_end(ev))
         elif isinstance(ev, PartialTranscript):
             if conv is not None:
@@ -478,12 +538,12 @@ class Session:
             extra.append(AsrMetrics(self.transcriber.stats.rtf if self.transcriber else None))
         elif isinstance(ev, FinalTranscript):
             self.result.finals[ev.utterance] = ev.wall
-            self._spans[ev.utterance] = (ev.t_start, ev.t_end)
             if conv is not None:
                 conv.on_final(ev.utterance, ev.text, ev.language)
-            if ev.utterance in self._eos:
+            eos = self.writer.eos.get(ev.utterance)
+            if eos is not None:
                 extra.append(AsrMetrics(self.transcriber.stats.rtf if self.transcriber else None, ev.utterance,
-                                        ev.wall - self._eos[ev.utterance]))
+                                        ev.wall - eos))
         self._display.put(ev)
         for x in extra:
             self._display.put(x)
@@ -501,15 +561,7 @@ class Session:
 
     def _show(self, ev) -> None:
         """Journal what the journal keeps, then hand ``ev`` to the consumer (run()'s thread)."""
-        j = self.journal
-        if j is not None:
-            if isinstance(ev, FinalTranscript) and ev.text:
-                e = self._eos.get(ev.utterance)
-                j.user(ev.utterance, ev.text, ev.t_start, ev.t_end, ev.wall - e if e else None, language=ev.language)
-            elif isinstance(ev, RevisedTranscript):
-                j.revision(ev.utterances, ev.texts, ev.t_start, ev.t_end, ev.language)
-            elif isinstance(ev, Error):
-                j.error(ev.where, ev.message)
+        self.writer.write(ev)
         self.emit(ev)
 
     def _deliver_answers(self) -> None:
@@ -528,10 +580,9 @@ class Session:
                 self.emit(Error("answer delivery", f"{type(e).__name__}: {e}"))
 
     def _deliver(self, ev) -> None:
-        j, player = self.journal, self.player
-        if isinstance(ev, AnswerSentence) and j is not None:
-            j.answer_sentence(ev.utterance, ev.index, ev.text)
-        elif isinstance(ev, AnswerAudio):
+        player = self.player
+        self.writer.write(ev)
+        if isinstance(ev, AnswerAudio):
             self._talk["answer"] = True
             if self.options.wav_dir is not None:
                 self._audio.append((ev.utterance, np.asarray(ev.samples, np.float32), int(ev.sample_rate)))
@@ -540,14 +591,9 @@ class Session:
             self.conversation.mark_heard()
         elif isinstance(ev, AnswerDone):
             self._talk["answer"] = False
-            t = self._spans.get(ev.utterance, (None, None))[1]
-            if j is not None:
-                j.answer(ev.utterance, ev.text, ev.interrupted, t, t)
             for rec in self.result.answers:
                 if rec["utterance"] == ev.utterance:
                     rec["answer"] = ev.text
-        elif isinstance(ev, Error) and j is not None:
-            j.error(ev.where, ev.message)
         self.emit(ev)
         if isinstance(ev, AnswerDone) and self.options.wav_per_answer:
             self._write_wavs(ev.utterance)
@@ -555,7 +601,7 @@ class Session:
     def _on_answer_metrics(self, utt: int, text: str, m) -> None:
         """Conversation's metrics of an answered turn (``engine.answer.assistant.AnswerMetrics``; answer thread)."""
         self.result.answers.append({"utterance": utt, "user": text, "metrics": m})
-        e = self._eos.get(utt)
+        e = self.writer.eos.get(utt)
         self.emit(SpokenAnswerMetrics(utt, (m.first_sentence_wall - e) if e and m.first_sentence_wall else None,
                                       (m.first_audio_wall - e) if e and m.first_audio_wall else None, m.nfetfs,
                                       bool(m.presynth_used), m.accepted_tokens, m.gen.tokens_per_s))
@@ -569,20 +615,18 @@ class Session:
             "acceptance_A_over_D": round(st.acceptance, 4), "accepted_share_A_over_O": round(st.accepted_share, 4),
             "output_tokens_per_s": round(st.tokens_per_s, 2),
             "compute_s": round(sum(x.compute_s for x in st.updates), 3)}
-        if cap.final and self.journal is not None:
-            t0, t1 = self._spans.get(cap.utterance, (None, None))
-            self.journal.caption(cap.utterance, cap.source, u.text, t0, t1)
+        self.writer.write(cap)
         self.emit(cap)
         self.emit(CaptionMetrics(cap.utterance, st.ne, st.acceptance, st.accepted_share, st.tokens_per_s))
 
     def _on_caption_error(self, msg: str) -> None:
         """The caption loop stopped (caption thread): journaled and shown, and the session ends with it."""
         self.result.error = f"caption failed: {msg}"
+        error = Error("caption", msg)
         try:
-            if self.journal is not None:
-                self.journal.error("caption", msg)
+            self.writer.write(error)
         finally:
-            self.emit(Error("caption", msg))
+            self.emit(error)
             self._stop.set()
             self.source.close()
             if self.transcriber is not None:

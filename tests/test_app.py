@@ -12,13 +12,15 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QSettings  # noqa: E402
 
 from app.caption_window import CaptionWindow  # noqa: E402
-from app.export import History, Item  # noqa: E402
+from app.export import History  # noqa: E402
 from engine.config import Config  # noqa: E402
 from engine.core.events import Caption, SpokenAnswerMetrics, TurnMetrics  # noqa: E402
+from engine.journal import Journal  # noqa: E402
 
 from .conftest import QUESTION, ROOT  # noqa: E402
 
-ENGINE_THREADS = {"session", "capture", "asr", "revise", "answer", "caption", "tts", "speakers"}  # the engine's threads
+ENGINE_THREADS = {"session", "capture", "asr", "revise", "answer", "caption", "tts", "speakers",
+                  "answer-delivery"}  # the engine's threads
 SHOTS = Path(os.environ.get("SPECVOICE_SCREENSHOTS", "")) if os.environ.get("SPECVOICE_SCREENSHOTS") else None
 
 
@@ -145,9 +147,10 @@ def test_caption_window_masks_the_tail_without_flicker(qtbot):
 
 def test_exports_parse_and_history_survives_a_crash(tmp_path):
     h = History(tmp_path / "h.jsonl")
-    h.add(Item("user", "Hello there", 0.5, 1.7))
-    h.add(Item("assistant", "Hi! How can I help?", 1.7, 1.7))
-    h.add(Item("caption", "And so my fellow Americans", 3.0, 5.25, translation="Und so, meine Mitbürger"))
+    s = Journal(h.path).start("app")  # what a session journals (engine.session), read back by the window's history
+    s.user(0, "Hello there", 0.5, 1.7)
+    s.answer(0, "Hi! How can I help?", t_start=1.7, t_end=1.7)
+    s.caption(1, "And so my fellow Americans", "Und so, meine Mitbürger", 3.0, 5.25)
     with open(h.path, "a") as f:
         f.write('{"kind": "user", "te')  # a torn line, as after a crash
     h2 = History(h.path)
@@ -206,7 +209,6 @@ def test_caption_mode_and_screenshots(qtbot, window, tmp_path, jfk_path):
 
 
 def test_push_to_talk_and_clean_shutdown(qtbot, window):
-    import threading
 
     from PySide6.QtCore import QEvent, Qt
     from PySide6.QtGui import QKeyEvent
@@ -231,8 +233,8 @@ def test_push_to_talk_and_clean_shutdown(qtbot, window):
     assert finals and "work from home" in finals[0].lower(), (finals, errors)
     assert "focused" not in finals[0].lower()  # released before the end of the question
     w.close()
-    names = {t.name for t in threading.enumerate() if t.is_alive()}
-    assert not names & ENGINE_THREADS, names
+    # the session thread returns right after it said it ended: no engine thread is left behind
+    qtbot.waitUntil(lambda: not _engine_threads(), timeout=10_000)
 
 
 def _engine_threads() -> set[str]:

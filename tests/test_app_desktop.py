@@ -19,7 +19,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QSettings  # noqa: E402
 
 from engine.config import Config  # noqa: E402
-from engine.core.events import AsrMetrics, Caption, CaptionMetrics, SpokenAnswerMetrics, TurnMetrics  # noqa: E402
+from engine.core.events import (AnswerSaved, AsrMetrics, Caption, CaptionMetrics, SpokenAnswerMetrics,  # noqa: E402
+                                TurnMetrics)
 from engine.journal import Journal  # noqa: E402
 
 from .conftest import QUESTION, ROOT  # noqa: E402
@@ -347,22 +348,31 @@ def _real_speech(seconds: float):
     return resample(x, 16000, 22050).astype(np.float32)
 
 
-def test_no_playback_writes_the_answer_audio_to_a_wav_shown_in_the_window(bare_window, tmp_path):
-    from audio.io import load_audio
+def test_no_playback_asks_the_session_for_answer_wavs_and_shows_them(bare_window, tmp_path):
+    """"No playback (write WAV only)": the session is asked to write each answer's audio to ``answers/`` beside the
+    journal (the session engine writes it: tests/test_session.py), and the window shows each WAV it wrote."""
+    from audio.io import write_wav
 
     w = bare_window
     assert w.output_pick.currentText() == "No playback (write WAV only)"
     w.handsfree.setChecked(True)
-    a, b = _real_speech(1.0), _real_speech(2.0)[22050:]
+    (opts,) = w.started
+    assert opts.wav_dir == w.answers_dir and opts.wav_per_answer and opts.mode == "assist"
     w.ctl.final.emit(1, "Give me a tip.", 0.0, 1.5)
-    w.ctl.answer_audio.emit(1, a, 22050)
-    w.ctl.answer_audio.emit(1, b, 22050)
     w.ctl.answer_done.emit(1, "Take breaks.", False)
-    wavs = list(w.answers_dir.glob("answer-*.wav"))
-    assert len(wavs) == 1 and w.answer_wavs == wavs
-    assert abs(len(load_audio(wavs[0])) - 2.0 * 16000) < 200  # both pieces, in order, at the real rate
-    assert str(wavs[0]) in w.answer_wav.text() and w.answer_wav.isVisible()
-    assert str(wavs[0]) in w.conversation.toPlainText()
+    path = write_wav(w.answers_dir / "answer-1.wav", _real_speech(2.0), 22050)
+    w.ctl.answer_saved.emit(AnswerSaved(1, str(path), 2.0))
+    assert w.answer_wavs == [path]
+    assert str(path) in w.answer_wav.text() and "2.0 s" in w.answer_wav.text() and w.answer_wav.isVisible()
+    view = w.conversation.toPlainText()
+    assert view.index("Take breaks.") < view.index(str(path))  # noted after the answer it belongs to
+    # with a loudspeaker chosen, no WAV is asked for
+    w.handsfree.setChecked(False)
+    w.output_pick.setCurrentIndex(0)
+    if w.output_pick.currentData() != "none":
+        w.ctl.session_ended.emit()
+        w.handsfree.setChecked(True)
+        assert w.started[-1].wav_dir is None
 
 
 def test_metrics_reset_at_a_session_start_and_the_plot_accumulates(bare_window):

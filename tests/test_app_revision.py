@@ -18,9 +18,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QCoreApplication, QSettings  # noqa: E402
 
-from engine.journal import read_journal  # noqa: E402
+from engine.journal import Journal, read_journal  # noqa: E402
+from engine.session import JournalWriter  # noqa: E402
 from engine.config import Config  # noqa: E402
-from engine.core.events import Caption, FinalTranscript, RevisedTranscript, Word  # noqa: E402
+from engine.core.events import AnswerDone, Caption, FinalTranscript, RevisedTranscript, Word  # noqa: E402
 
 from .conftest import ROOT  # noqa: E402
 
@@ -33,10 +34,17 @@ def _window(qtbot, tmp_path, monkeypatch, overrides=None):
 
     cfg = Config().with_overrides({"audio": {"output_device": "none"}, **(overrides or {})})
     ctl = EngineController(cfg)
+    writers = []
+
+    def start(opts):  # a session starts by opening its journal session (engine.session.Session)
+        writers.append(JournalWriter(Journal(ctl.journal_path).start("app")))
+        return True
+
     monkeypatch.setattr(ctl, "load", lambda mode="assist": None)
-    monkeypatch.setattr(ctl, "start", lambda opts: True)
+    monkeypatch.setattr(ctl, "start", start)
     w = MainWindow(ctl, QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat),
                    history_path=tmp_path / "history.jsonl")
+    w.journal_writers = writers
     qtbot.addWidget(w)
     w.output_pick.setCurrentIndex(w.output_pick.findData("none"))
     w.add_file_input(str(HESITATION))  # an input that exists on a machine without a microphone
@@ -59,9 +67,16 @@ def auto_window(qtbot, tmp_path, monkeypatch):
 
 
 def _from_asr_thread(qtbot, w, *events) -> None:
-    """Report ``events`` through the controller from a worker thread (as the ASR thread does), then deliver the
-    signals it queued to the window (in the order they were emitted)."""
-    t = threading.Thread(target=lambda: [w.ctl.emit_transcript(ev) for ev in events], name="asr-test")
+    """Report ``events`` as the session does — journaled by the session's writer, then through the controller from
+    a worker thread — and deliver the signals it queued to the window (in the order they were emitted)."""
+
+    def session():
+        for ev in events:
+            w.journal_writers[-1].note(ev)
+            w.journal_writers[-1].write(ev)
+            w.ctl.emit_transcript(ev)
+
+    t = threading.Thread(target=session, name="asr-test")
     t.start()
     t.join()
     QCoreApplication.sendPostedEvents()
@@ -97,7 +112,8 @@ def test_a_revision_replaces_the_shown_lines_and_the_exported_text(qtbot, window
     w.handsfree.setChecked(True)
     # the VAD cut one sentence at a hesitation pause: two finals, each decoded without the other's audio
     _from_asr_thread(qtbot, w, _final(0, "I would like to.", 0.3, 1.6), _final(1, "A tower, please.", 2.4, 3.6))
-    w.ctl.answer_done.emit(1, "Here is a towel.", False)  # answered before the revision came
+    w.journal_writers[-1].write(AnswerDone(1, "Here is a towel."))  # answered before the revision came
+    w.ctl.answer_done.emit(1, "Here is a towel.", False)
     assert w.shown_user_lines() == [(0, "I would like to."), (1, "A tower, please.")]
 
     revised = "I would like to order a towel, please."
@@ -202,17 +218,22 @@ def test_a_fixed_language_is_named_and_its_finals_are_not_tagged(qtbot, tmp_path
         w.close()
 
 
-def test_caption_mode_shows_the_revision_without_journaling_a_transcript(qtbot, window):
-    """Captions are journaled as captions (no user lines): the revision changes what is shown only."""
+def test_caption_mode_journals_the_transcript_and_the_caption_and_shows_the_revision(qtbot, window):
+    """A caption session journals what was said and its final caption (as ``specvoice caption`` does); the
+    revision changes the shown line, and the caption of the final stays."""
     w = window
     w.mode_caption.setChecked(True)
     w.handsfree.setChecked(True)
     _from_asr_thread(qtbot, w, _final(0, "Ask not what.", 0.0, 1.0))
-    w.ctl.caption.emit(Caption(0, "Ask not what.", "Frage nicht, was.", "", True, 0.1))
+    caption = Caption(0, "Ask not what.", "Frage nicht, was.", "", True, 0.1)
+    w.journal_writers[-1].write(caption)
+    w.ctl.caption.emit(caption)
     _from_asr_thread(qtbot, w, RevisedTranscript((0,), ("Ask not what your country can do.",), (), 0.0, 2.0, "en"))
     assert w.shown_user_lines() == [(0, "Ask not what your country can do.")]
     assert "Caption: Ask not what. → Frage nicht, was." in re.sub(" +", " ", w.conversation.toPlainText())
-    assert {r["type"] for r in read_journal(w.history.path)} == {"session", "caption"}
+    records = read_journal(w.history.path)
+    assert [r["type"] for r in records] == ["session", "user", "caption", "revision"]
+    assert records[2]["translation"] == "Frage nicht, was."
 
 
 def test_emit_transcript_takes_only_transcript_events(window):

@@ -256,11 +256,10 @@ def test_the_journal_and_the_exports_show_the_revised_text(tmp_path: Path):
     with pytest.raises(ValueError):
         s.revision([0, 1], ["only one text"])
     h = History(tmp_path / "gui.jsonl")
-    from app.export import Item
-
-    h.add(Item("user", "the first half", 0.0, 1.0, utterance=0))
-    h.add(Item("user", "second half", 1.5, 2.0, utterance=1))
-    h.revise([0, 1], ["the first half second half", ""], 0.0, 2.0)
+    s = Journal(h.path).start("app")
+    s.user(0, "the first half", 0.0, 1.0)
+    s.user(1, "second half", 1.5, 2.0)
+    s.revision([0, 1], ["the first half second half", ""], 0.0, 2.0)
     assert [it.text for it in h.items] == ["the first half second half"]  # a line left without words is gone
 
 

@@ -16,8 +16,6 @@ import numpy as np
 
 from engine.core.events import Word
 
-SAMPLE_RATE = 16000
-
 
 @dataclass(frozen=True)
 class BackendResult:

@@ -26,11 +26,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.core import verify as V
-from engine.asr.backend import SAMPLE_RATE, ASRBackend, BackendResult
-from engine.asr.whisper_ar import WhisperARBackend, WindowDraft, segment_ends, transcribe_in_pieces
+from audio.io import SAMPLE_RATE
+from engine.asr.backend import ASRBackend, BackendResult
+from engine.asr.whisper_ar import (
+    WhisperARBackend,
+    WindowDraft,
+    segment_ends,
+    transcribe_in_pieces,
+)
 from engine.asr.whisper_ssd import WhisperSSD
 from engine.asr.window import DecodeGuard, WindowPolicy
+from engine.core import verify as V
 
 PRESETS = {"high_accuracy": (0.7, 0.2), "high_rtfx": (3.0, 0.1)}
 

@@ -36,8 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.core import verify as V
+from audio.io import SAMPLE_RATE
 from engine.asr.backend import ASRBackend
+from engine.core import verify as V
 
 SPEC_METHODS = {
     "sd8": dict(k=8, beams=1, adaptive=False, recycle=False, tree=False),
@@ -428,9 +429,9 @@ class SpecASRBackend(ASRBackend):
         from engine.asr.whisper_ar import segment_ends, transcribe_in_pieces
 
         audio = np.asarray(audio, np.float32)
-        if len(audio) > self.target.window.max_audio_s * 16000:
+        if len(audio) > self.target.window.max_audio_s * SAMPLE_RATE:
             return transcribe_in_pieces(self, audio, prompt, self.target.window.max_audio_s, language=language)
-        audio_s = len(audio) / 16000
+        audio_s = len(audio) / SAMPLE_RATE
         t0 = time.perf_counter()
         sv, enc = self.target.encode(audio)
         t_enc = time.perf_counter() - t0

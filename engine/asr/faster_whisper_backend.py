@@ -8,9 +8,10 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.core.events import Word
-from engine.asr.backend import SAMPLE_RATE, ASRBackend, BackendResult, WindowASRBackend
+from audio.io import SAMPLE_RATE
+from engine.asr.backend import ASRBackend, BackendResult, WindowASRBackend
 from engine.asr.tokenizer import repair_model_tokenizer
+from engine.core.events import Word
 
 
 class FasterWhisperBackend(ASRBackend, WindowASRBackend):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from engine.core.events import Word
 from engine.asr.words import word_key
+from engine.core.events import Word
 
 
 def _norm(w: str) -> str:

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.core.events import Word
-from engine.asr.backend import SAMPLE_RATE, BackendResult, WindowASRBackend
+from audio.io import SAMPLE_RATE
+from engine.asr.backend import BackendResult, WindowASRBackend
 from engine.asr.second_pass import Revision, RevisionPass, SpokenUtterance, assign_words
 from engine.asr.words import join_words
+from engine.core.events import Word
 
 
 class OfflineWindowPass(RevisionPass):

@@ -29,15 +29,21 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.config import AsrConfig
-from engine.core.events import Word
-from engine.asr.backend import (SAMPLE_RATE, ASRBackend, BackendCapabilities, BackendResult, DecodeAbandoned,
-                                UpdateStats)
+from audio.io import SAMPLE_RATE
+from engine.asr.backend import (
+    ASRBackend,
+    BackendCapabilities,
+    BackendResult,
+    DecodeAbandoned,
+    UpdateStats,
+)
 from engine.asr.language_id import LanguageChoice, SessionLanguage
 from engine.asr.local_agreement import HypothesisBuffer, repeated_context
-from engine.asr.window import quietest_word_boundary, split_point
 from engine.asr.whole_utterance import WholeUtteranceDecodes
+from engine.asr.window import quietest_word_boundary, split_point
 from engine.asr.words import join_words, word_mid
+from engine.config import AsrConfig
+from engine.core.events import Word
 
 
 class OnlineASRProcessor(WholeUtteranceDecodes):

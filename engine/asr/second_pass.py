@@ -20,10 +20,11 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+from engine.asr.backend import ASRBackend, BackendCapabilities, BackendResult
+from engine.asr.words import join_words, word_key, word_mid
 from engine.config import AsrConfig
 from engine.core.events import Word
-from engine.asr.backend import SAMPLE_RATE, ASRBackend, BackendCapabilities, BackendResult
-from engine.asr.words import join_words, word_key, word_mid
 
 
 class PassJob(Protocol):

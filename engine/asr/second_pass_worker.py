@@ -15,10 +15,11 @@ from typing import Callable
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
 from audio.sources import AudioBlock, AudioSource
-from engine.core.events import Error
-from engine.asr.backend import SAMPLE_RATE, ASRBackend
+from engine.asr.backend import ASRBackend
 from engine.asr.second_pass import PassJob, Revision, RevisionPass, SpokenUtterance
+from engine.core.events import Error
 
 
 class SecondPassWorker:

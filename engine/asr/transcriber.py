@@ -23,20 +23,35 @@ from typing import Callable
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
 from audio.sources import AudioBlock, AudioSource
 from audio.vad import StreamingVAD
-from engine.config import AsrConfig
-from engine.core.cpu import ASR
-from engine.core.events import (CommittedWords, Error, FinalTranscript, PartialTranscript, RevisedTranscript,
-                                SpeechEnded, SpeechStarted, TurnDecision)
-from engine.pipeline import AudioQueue, Backlog, release_memory
-from engine.asr.backend import SAMPLE_RATE, ASRBackend
+from engine.asr.backend import ASRBackend
 from engine.asr.language_id import SessionLanguage
 from engine.asr.offline_window_pass import OfflineWindowPass
 from engine.asr.online_processor import OnlineASRProcessor
-from engine.asr.second_pass import PassJob, Revision, RevisionPass, SecondPass, SpokenUtterance
+from engine.asr.second_pass import (
+    PassJob,
+    Revision,
+    RevisionPass,
+    SecondPass,
+    SpokenUtterance,
+)
 from engine.asr.second_pass_worker import SecondPassWorker
 from engine.asr.words import join_words
+from engine.config import AsrConfig
+from engine.core.cpu import ASR
+from engine.core.events import (
+    CommittedWords,
+    Error,
+    FinalTranscript,
+    PartialTranscript,
+    RevisedTranscript,
+    SpeechEnded,
+    SpeechStarted,
+    TurnDecision,
+)
+from engine.pipeline import AudioQueue, Backlog, release_memory
 
 
 @dataclass

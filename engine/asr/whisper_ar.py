@@ -13,12 +13,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+from engine.asr.backend import ASRBackend, BackendResult, DecodeAbandoned
+from engine.asr.whisper_ct2 import CT2WhisperDecoder
+from engine.asr.window import (
+    DecodeGuard,
+    WindowPolicy,
+    log_mel,
+    skipped_regions,
+    split_point,
+)
+from engine.asr.words import word_key
 from engine.core import verify as V
 from engine.core.events import Word
-from engine.asr.backend import SAMPLE_RATE, ASRBackend, BackendResult, DecodeAbandoned
-from engine.asr.whisper_ct2 import CT2WhisperDecoder
-from engine.asr.window import DecodeGuard, WindowPolicy, log_mel, skipped_regions, split_point
-from engine.asr.words import word_key
 
 
 def echoes_prompt(words, prompt: str) -> bool:

@@ -12,10 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.core.events import Word
-from engine.asr.backend import SAMPLE_RATE
+from audio.io import SAMPLE_RATE
 from engine.asr.tokenizer import repair_model_tokenizer
 from engine.asr.window import WindowPolicy, log_mel
+from engine.core.events import Word
 
 
 class WhisperSSD:

@@ -13,9 +13,9 @@ from typing import Sequence
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
 from engine.asr.whisper_ct2 import load_whisper_torch
 
-SAMPLE_RATE = 16000
 N_SAMPLES = 30 * SAMPLE_RATE
 
 
@@ -162,6 +162,7 @@ class TorchWhisper:
         import torch
         from faster_whisper.feature_extractor import FeatureExtractor
         from faster_whisper.tokenizer import Tokenizer
+
         from engine.asr.tokenizer import load_hf_tokenizer
         from engine.devices import resolve_device, torch_dtype_name
 

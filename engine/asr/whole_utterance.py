@@ -11,10 +11,11 @@ import time
 
 import numpy as np
 
-from engine.core.events import Word
-from engine.asr.backend import SAMPLE_RATE, UpdateStats
+from audio.io import SAMPLE_RATE
+from engine.asr.backend import UpdateStats
 from engine.asr.local_agreement import HypothesisBuffer
 from engine.asr.words import join_words, word_mid
+from engine.core.events import Word
 
 
 class WholeUtteranceDecodes:

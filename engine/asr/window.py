@@ -24,7 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-SAMPLE_RATE = 16000
+from audio.io import SAMPLE_RATE
+
 HOP = 160  # samples per mel frame (10 ms)
 MAX_FRAMES = 3000  # mel frames in Whisper's 30 s window
 MAX_WINDOW_S = MAX_FRAMES * HOP / SAMPLE_RATE  # 30.0
@@ -205,7 +206,7 @@ def split_point(audio: np.ndarray, max_s: float, min_s: float | None = None, fra
     (default 60 % of ``max_s``) and ``max_s`` seconds (a pause, or the softest moment of continuous speech).
 
     Returns:
-        the cut, in samples (0 < cut ≤ max_s · 16000).
+        the cut, in samples (0 < cut ≤ max_s · SAMPLE_RATE).
     """
     min_s = 0.6 * max_s if min_s is None else min_s
     hop = int(frame_s * SAMPLE_RATE)

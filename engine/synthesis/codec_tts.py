@@ -16,13 +16,23 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.config import cache_dir as resolve_cache_dir
 from engine.config import TtsConfig, load_config
+from engine.config import cache_dir as resolve_cache_dir
 from engine.core import verify as V
 from engine.models import resolve, sha256_file
-from engine.synthesis.coarse_grained_sampling import AcousticGroups, ar_generate, speculative_generate, uses_onnx
+from engine.synthesis.coarse_grained_sampling import (
+    AcousticGroups,
+    ar_generate,
+    speculative_generate,
+    uses_onnx,
+)
 from engine.synthesis.codec import LatentCodec
-from engine.synthesis.codec_lm import ASSET_DIR, code_embeddings, frame_conditioning, load_lm
+from engine.synthesis.codec_lm import (
+    ASSET_DIR,
+    code_embeddings,
+    frame_conditioning,
+    load_lm,
+)
 from engine.synthesis.vits_latent import VitsParts
 
 

@@ -189,9 +189,9 @@ class Judge:
         self.norm = EnglishTextNormalizer({})
 
     def transcribe(self, audio: np.ndarray, rate: int) -> str:
-        from audio.io import resample
+        from audio.io import SAMPLE_RATE, resample
 
-        a = resample(np.asarray(audio, np.float32), rate, 16000) if rate != 16000 else audio
+        a = resample(np.asarray(audio, np.float32), rate, SAMPLE_RATE) if rate != SAMPLE_RATE else audio
         segs, _ = self.model.transcribe(a, language="en", beam_size=1, temperature=0.0, vad_filter=False,
                                         condition_on_previous_text=False)
         return " ".join(s.text for s in segs)

@@ -1,7 +1,8 @@
 """The causal-LM protocol over an LLM server (vLLM, SGLang, llama-cpp-python's server): :class:`RemoteLM`.
 
 Modules: ``adapter`` (:class:`RemoteLM`), ``stream`` (streamed greedy decoding, :class:`RemoteStats`), ``client``
-(the HTTP/SSE client on httpx, with time-outs and retries), ``tokenizer`` (:class:`LocalTokenizer`), ``logits`` (lazily fetched rows), ``errors``.
+(the HTTP/SSE client on httpx, with time-outs and retries), ``tokenizer`` (:class:`LocalTokenizer`), ``logits``
+(lazily fetched rows), ``errors``.
 """
 
 from .adapter import RemoteLM, RemoteStats
