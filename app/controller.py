@@ -3,7 +3,8 @@ thread and reports its events only through Qt signals.
 
 Signals are emitted from the engine's threads and delivered to the GUI thread as queued events, so the window never
 blocks and never touches an engine object: :meth:`EngineController.stop` only tells the session and returns at
-once; the session thread winds down in the background and emits ``session_ended`` last. Models load once
+once; the session thread winds down in the background (joining the session's threads, each for a bounded time) and
+emits ``session_ended`` as its last statement. Models load once
 (``load()``, on a worker thread, with progress messages); a session is started with
 :class:`engine.session.SessionOptions` — its input (a microphone, or a file played as if it were one), its mode
 (assist or caption) and its turn taking (hands-free VAD or push-to-talk). Everything else — echo cancellation and
@@ -25,7 +26,7 @@ from engine.core import events as E
 from engine.journal import default_journal_path
 from engine.pipeline import Backlog
 from engine.runtime import Runtime
-from engine.session import FILE_PREFIX, Session, SessionOptions  # noqa: F401  (FILE_PREFIX: the window's specs)
+from engine.session import Session, SessionOptions, load_models
 
 from .desktop_check import repair_signal_emit
 
@@ -82,14 +83,7 @@ class EngineController(QObject):
 
         def work():
             try:
-                self.status.emit("loading speech recognition…")
-                self.rt.asr_backend()
-                self.rt.model("vad")
-                self.status.emit("loading the language model…")
-                self.rt.llm()
-                if mode == "assist":
-                    self.status.emit("loading the voice…")
-                    self.rt.tts()
+                load_models(self.rt, mode, self.status.emit)
                 self.loaded = True
                 self.models_ready.emit(dict(self.rt.load_times.seconds))
                 self.status.emit("ready")
@@ -135,11 +129,8 @@ class EngineController(QObject):
             return False
         if self.running():
             return True
-        try:  # opened now: no microphone, an unreadable file or an unwritable journal is reported at once
-            session = Session(self.cfg, self.rt, opts, self._on_event, journal=self.journal_path, journal_label="app")
-        except OSError as e:
-            self.error.emit(f"cannot write the journal {self.journal_path}: {e}")
-            return False
+        try:  # opened now: no microphone or an unreadable file is reported at once
+            session = Session(self.cfg, self.rt, opts, self._on_event)
         except Exception as e:
             self.error.emit(str(e))
             return False
@@ -185,6 +176,10 @@ class EngineController(QObject):
         """The session thread: ends on any exception with an ``error`` signal, always emits ``session_ended``
         (``ended`` is set just before)."""
         try:
+            try:  # on this thread: the journal is read to place the session on its clock
+                session.open_journal(self.journal_path, "app")
+            except OSError as e:
+                self.error.emit(f"cannot write the journal {self.journal_path}: {e}; the session goes on without it")
             session.run()
         except Exception as e:
             self.error.emit(f"the session stopped: {type(e).__name__}: {e}")

@@ -1,10 +1,12 @@
 """Main window: talk, hear the answer, see the live transcript, switch to live captions.
 
 Everything the window knows arrives through :class:`app.controller.EngineController` signals; the window only calls
-the controller's slots (start, release_talk, stop, interrupt_answer, apply_config). It shows who is talking (you,
-the assistant, both — the engine echo-cancels the microphone while the answer plays on a loudspeaker, and your
-voice over it interrupts the answer), and each utterance's end-of-turn decision in the metrics panel. A closed
-window is disconnected from the controller: a model load or a session still winding down reports to nobody.
+the controller's slots (start, release_talk, stop, interrupt_answer, apply_config). It owns one thing the session
+uses: the output device (the "Output" choice, kept open across sessions so that an answer still playing when a
+session ends plays out), which it passes to each session; the session plays the answers on it. It shows who is
+talking (you, the assistant, both — the engine echo-cancels the microphone while the answer plays on a loudspeaker,
+and your voice over it interrupts the answer), and each utterance's end-of-turn decision in the metrics panel. A
+closed window is disconnected from the controller: a model load or a session still winding down reports to nobody.
 
 What it shows is current: the metrics panel (plain labels, each with its exact definition and unit in the tooltip)
 is cleared when a session starts, while the latency plot keeps every answered turn of the window's life. With the

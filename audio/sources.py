@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -182,3 +182,56 @@ class MicSource(AudioSource):
                 if len(out):
                     yield AudioBlock(out, n_out / SAMPLE_RATE, time.monotonic())
                     n_out += len(out)
+
+
+class GatedSource(AudioSource):
+    """Push-to-talk: passes the wrapped source's blocks until :meth:`release`, which ends the stream."""
+
+    def __init__(self, inner: AudioSource):
+        super().__init__()
+        self.inner = inner
+        self.name = inner.name
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def release(self) -> None:
+        self.gate.clear()
+        self.inner.close()
+
+    def close(self) -> None:
+        self.release()
+        super().close()
+
+    def __getattr__(self, name):  # what the transcriber reads of the source (realtime, dropped_s, barge_in)
+        if name == "inner":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __iter__(self):
+        for b in self.inner:
+            if not self.gate.is_set():
+                return
+            yield b
+
+
+class LevelSource(AudioSource):
+    """Passes ``inner``'s blocks on, telling ``on_level`` each block's level for a meter (4 × its RMS, clipped to
+    [0, 1]) from the thread that reads the source."""
+
+    def __init__(self, inner: AudioSource, on_level: Callable[[float], None]):
+        super().__init__()
+        self.inner, self.name, self.on_level = inner, inner.name, on_level
+
+    def __getattr__(self, name):  # what the transcriber reads of the source (realtime, dropped_s, barge_in)
+        if name == "inner":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __iter__(self):
+        for b in self.inner:
+            rms = float(np.sqrt(np.mean(b.samples ** 2))) if len(b.samples) else 0.0
+            self.on_level(min(1.0, rms * 4))
+            yield b

@@ -24,11 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+
 from bench.asr_stream_bench import JFK, WER, _rel, default_files, machine, reference_for
 from bench.inputs import audio_files
 from bench.stats import rnd as _r
 
-SR = 16000
+SR = SAMPLE_RATE  # Hz
 HERE = Path(__file__).resolve().parent
 HELDOUT = HERE / "data" / "stream_speech_heldout"
 DECODERS = {"greedy": 1, "beam5": 5}

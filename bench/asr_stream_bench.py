@@ -64,6 +64,8 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+
 from bench.inputs import audio_files
 from bench.stats import percentiles, rnd as _r
 from engine.translate.stream_metrics import erasure  # SSBD Eq. 3: |prev| − |LCP(prev, cur)|
@@ -74,7 +76,7 @@ ROOT = HERE.parent
 CORPUS = HERE / "data" / "stream_speech"
 JFK = ROOT / "tests" / "data" / "jfk.flac"
 JFK_REF = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country."
-SR = 16000
+SR = SAMPLE_RATE  # Hz
 
 METHODS: dict[str, dict] = {
     "ar": {"asr": {"method": "ar"}},

@@ -30,10 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+
 from bench.stats import rnd as _r
 
 HERE = Path(__file__).resolve().parent
-SR = 16000
+SR = SAMPLE_RATE  # Hz
 WINDOW_S = 30.0  # Whisper's window: the most audio one decode hears
 
 

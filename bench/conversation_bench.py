@@ -67,6 +67,8 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+
 from bench.conversation_scoring import (LANGID_MIN_UTTERANCE_S, ConversationWER, accuracy, done_when,
                                        langid_summary, langid_utterances, multilingual_metrics, spoken_at,
                                        summarize_group, words_missed)
@@ -76,7 +78,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CONVERSATION = HERE / "data" / "conversation"
 REAL = HERE / "data" / "real_speech"
-SR = 16000
+SR = SAMPLE_RATE  # Hz
 CORPORA = ("conversation", "real", "multilingual", "langid")
 
 # --------------------------------------------------------------------------------------------------------- inputs

@@ -61,10 +61,12 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+
 from bench.settings import default_of
 
 HERE = Path(__file__).resolve().parent
-SR = 16000
+SR = SAMPLE_RATE  # Hz
 BLOCK = 480  # 30 ms: three 10 ms APM frames
 SEED = 20251123
 ECHO_TAIL_S = 0.3

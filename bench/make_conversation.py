@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import random
 import re
@@ -53,9 +52,11 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE as SR
+from engine.models import sha256_file
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "data" / "conversation"
-SR = 16000
 SEED = 20260115
 
 PIPER = "piper"
@@ -547,7 +548,7 @@ def copy_real(src: Path, out: Path = REAL_OUT) -> dict:
             shutil.copyfile(f, out / f.name)
         e = dict(info)
         e["duration_s"] = round(len(load_audio(out / name)) / SR, 2)
-        e["sha256"] = sha256(out / name)
+        e["sha256"] = sha256_file(out / name)
         if name.endswith("telephone_two_speakers.wav"):
             segs = read_stm(out / (Path(name).stem + ".stm"))
             e["segments"] = segs
@@ -578,10 +579,6 @@ spoken language (English until the silence at 29.1–31 s, German after it).
 
 
 # -------------------------------------------------------------------------------------------------------- writing
-def sha256(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
-
-
 def versions() -> dict:
     import subprocess
     from importlib.metadata import PackageNotFoundError, version
@@ -616,7 +613,7 @@ def write(dialogues: dict[str, dict], langid: dict[str, dict], out: Path = OUT, 
             p = out / rel
             sf.write(str(p), f["audio"], SR, subtype="PCM_16", format="FLAC")
             entry = {k: v for k, v in f.items() if k != "audio"}
-            entry.update(samples=len(f["audio"]), duration_s=round(len(f["audio"]) / SR, 3), sha256=sha256(p))
+            entry.update(samples=len(f["audio"]), duration_s=round(len(f["audio"]) / SR, 3), sha256=sha256_file(p))
             manifest[group][rel] = entry
     refs = {rel: e["reference"] for rel, e in manifest["files"].items()}
     (out / "refs.json").write_text(json.dumps(refs, indent=1, ensure_ascii=False) + "\n")

@@ -39,9 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "data" / "stream_speech"
-SR = 16000
+SR = SAMPLE_RATE  # Hz
 SEED = 20240611
 
 # Natural spoken English, written for this corpus.

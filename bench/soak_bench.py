@@ -29,11 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE
+
 from bench.stats import pct, rnd
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SR = 16000
+SR = SAMPLE_RATE  # Hz
 
 
 def rss_mib() -> float:

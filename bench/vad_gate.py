@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import sys
 import time
@@ -51,11 +50,12 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.io import SAMPLE_RATE as SR
 from bench.stats import rnd
+from engine.models import sha256_file
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SR = 16000
 CHUNK = 512  # the VAD's chunk (audio.vad.CHUNK): the time grid of every measure
 DEV_SEEDS = (7, 8, 9)
 VALUES = (0.0, 3.0, 4.0, 5.0, 6.0, 6.5, 7.0, 8.0)
@@ -66,10 +66,6 @@ RULE = ("the largest near_snr_db whose speech_lost_s (babble vs the quiet versio
 
 
 # ------------------------------------------------------------------------------------------------- the dev data
-def _sha256(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
-
-
 def dev_set(seed: int, folder: Path, rebuild: bool = False) -> dict:
     """The development conversations of ``seed`` in ``folder``: built with :mod:`bench.make_conversation` (babble
     and clean files of every dialogue, its ``write``: FLAC + manifest.json) unless ``folder`` already holds them
@@ -91,7 +87,7 @@ def dev_set(seed: int, folder: Path, rebuild: bool = False) -> dict:
         files = m.get("files", {})
         want = {f"{d.name}_{c}.flac" for d in mc.DIALOGUES for c in CONDITIONS}
         if m.get("seed") == seed and set(files) == want and all(
-                (folder / n).is_file() and _sha256(folder / n) == e["sha256"] for n, e in files.items()):
+                (folder / n).is_file() and sha256_file(folder / n) == e["sha256"] for n, e in files.items()):
             return files
     dialogues = {}
     for i in range(len(mc.DIALOGUES)):

@@ -33,6 +33,9 @@ import time
 import uuid
 from pathlib import Path
 
+from engine.core.events import (AnswerDone, AnswerSentence, Caption, Error, FinalTranscript, RevisedTranscript,
+                                SpeechEnded)
+
 SESSION_GAP_S = 1.0  # clock gap between consecutive sessions in the exports, seconds
 
 
@@ -198,6 +201,62 @@ class Session:
         if not self.ended:
             self.ended = True
             self.write("session_end", audio_s=_r(audio_s), status=status)
+
+
+class JournalWriter:
+    """What a session keeps of its events in the journal , written before they are shown:
+    final transcripts with text (and their latency from the end of speech), revisions (an utterance whose final was
+    empty gets its first "user" record from the revision, so that the exports show it), answer sentences, whole
+    answers, final captions and errors. :meth:`note` is told every transcriber event first (on the ASR thread: the
+    end of speech and each final's span, which the answer and caption records take); :meth:`write` journals one
+    event (any thread; the journal serialises its appends).
+
+    Args:
+        journal: an :class:`engine.journal.Session` (None: :meth:`write` writes nothing).
+    """
+
+    def __init__(self, journal):
+        self.journal = journal
+        self.eos: dict[int, float] = {}  # utterance → wall time of its end of speech
+        self.spans: dict[int, tuple[float, float]] = {}  # utterance → (t_start, t_end) of its final, audio s
+        self._users: set[int] = set()  # utterances with a "user" record
+
+    def note(self, ev) -> None:
+        if isinstance(ev, SpeechEnded):
+            self.eos[ev.utterance] = ev.wall
+        elif isinstance(ev, FinalTranscript):
+            self.spans[ev.utterance] = (ev.t_start, ev.t_end)
+
+    def write(self, ev) -> None:
+        """Journal ``ev`` if the journal keeps it (durable on return).
+
+        Raises:
+            OSError: the journal cannot be written.
+        """
+        j = self.journal
+        if j is None:
+            return
+        if isinstance(ev, FinalTranscript) and ev.text:
+            e = self.eos.get(ev.utterance)
+            j.user(ev.utterance, ev.text, ev.t_start, ev.t_end, ev.wall - e if e else None, language=ev.language)
+            self._users.add(ev.utterance)
+        elif isinstance(ev, RevisedTranscript):
+            for utt, text in zip(ev.utterances, ev.texts):
+                if text and utt not in self._users:  # its final was empty: the revision gives it its first words
+                    t0, t1 = self.spans.get(utt, (ev.t_start, ev.t_end))
+                    j.user(utt, text, t0, t1, language=ev.language)
+                    self._users.add(utt)
+            j.revision(ev.utterances, ev.texts, ev.t_start, ev.t_end, ev.language)
+        elif isinstance(ev, AnswerSentence):
+            j.answer_sentence(ev.utterance, ev.index, ev.text)
+        elif isinstance(ev, AnswerDone):
+            t = self.spans.get(ev.utterance, (None, None))[1]
+            j.answer(ev.utterance, ev.text, ev.interrupted, t, t)
+        elif isinstance(ev, Caption) and ev.final:
+            t0, t1 = self.spans.get(ev.utterance, (None, None))
+            j.caption(ev.utterance, ev.source, ev.translation, t0, t1)
+        elif isinstance(ev, Error):
+            j.error(ev.where, ev.message)
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:

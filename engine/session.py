@@ -4,19 +4,26 @@ A :class:`Session` builds every stage from a :class:`engine.config.Config` (thro
 and runs them::
 
     source ─► [push-to-talk gate] ─► [echo cancellation + barge-in] ─► capture thread ─► VAD (echo-gated)
-          ─► ASR thread (streaming Whisper) ──┬─► assist:     Conversation (answer thread: LLM ─► TTS)
-                                              │                 └─► answer-delivery thread: journal, play, WAV
-                                              ├─► caption:    CaptionLoop (caption thread: live translation)
-                                              └─► display queue ─► run()'s thread: journal, then ``on_event``
+          ─► ASR thread (streaming Whisper): journal ──┬─► assist:  Conversation (answer thread: LLM ─► TTS)
+                                                       │              └─► answer-delivery thread: journal, play, WAV
+                                                       ├─► caption: CaptionLoop (caption thread: translation, journal)
+                                                       └─► display queue ─► run()'s thread: ``on_event``
 
-The stages are fed on the ASR thread the moment an event exists (they only hand it to their own threads, so the
-ASR never waits on them); what the user sees goes through a bounded display queue in which only an out-of-date
-partial transcript (or input level, or speed reading) may be skipped. Every final transcript, revision, answer
-sentence, whole answer, final caption and error is appended to the journal *before* ``on_event`` sees it, so a
-crash loses nothing that was shown. ``on_event`` receives :mod:`engine.core.events` records only: the stages' own
-(transcripts, answers, captions, errors, ``Backlog``) and the session's (metrics, who is talking, barge-ins, status).
-It is called on :meth:`Session.run`'s thread for the transcript side and on the answer-delivery or caption thread
-for answers and captions; ``InputLevel`` comes from the capture thread.
+The ASR thread journals each final transcript, revision and error, then feeds the stages the moment an event
+exists (they only hand it to their own threads, so the ASR never waits on them): an answer is never on disk before
+its question. What the user sees goes through a bounded display queue in which only an out-of-date partial
+transcript (or speed reading) may be skipped. Every final transcript, revision, answer sentence, whole answer, final
+caption and error is in the journal *before* ``on_event`` sees it, so a crash loses nothing that was shown; a
+journal that cannot be written is reported once and the session goes on.
+
+``on_event`` receives :mod:`engine.core.events` records only, on these threads (a consumer must be thread-safe):
+
+* run()'s thread: speech boundaries, partial / final / revised transcripts, ``Backlog``, ``AsrMetrics``,
+  ``TurnMetrics``, the transcriber's errors, and the ``Status`` and ``EchoCancelling`` of the start and the end;
+* the answer-delivery thread: answer deltas, sentences, audio and ends, ``AnswerSaved``, delivery errors;
+* the answer thread: ``SpokenAnswerMetrics``; the caption thread: captions, ``CaptionMetrics``, re-translation
+  ``Status``, its error;
+* the capture thread: ``BargeIn`` and ``InputLevel``; the speakers thread: ``Speakers``.
 """
 
 from __future__ import annotations
@@ -31,12 +38,13 @@ from typing import Callable
 import numpy as np
 
 from audio.io import write_wav
-from audio.sources import AudioSource, FileSource, MicSource
+from audio.sources import AudioSource, FileSource, GatedSource, LevelSource, MicSource
 from engine.config import Config
-from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSaved, AnswerSentence, AsrMetrics, BargeIn,
+from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSaved, AsrMetrics, BargeIn,
                                 Caption, CaptionMetrics, EchoCancelling, Error, FinalTranscript, InputLevel,
                                 PartialTranscript, RevisedTranscript, Speakers, SpeechEnded, SpeechStarted,
                                 SpokenAnswerMetrics, Status, TurnDecision, TurnMetrics)
+from engine.journal import JournalWriter
 from engine.pipeline import EventQueue
 
 MODES = ("transcribe", "assist", "caption")
@@ -62,103 +70,22 @@ def open_source(spec, cfg: Config, realtime: bool = True, trailing_silence_s: fl
     return MicSource(spec or cfg.audio.input_device or None, cfg.audio.block_s)
 
 
-class GatedSource(AudioSource):
-    """Push-to-talk: passes the wrapped source's blocks until :meth:`release`, which ends the stream."""
+def load_models(rt, mode: str, status: Callable[[str], None] = lambda text: None) -> None:
+    """Load what a session of ``mode`` needs into the runtime ``rt`` (speech recognition and the VAD, the LLM, and
+    the voice for "assist"), telling ``status`` what it loads; a :class:`Session` then starts without waiting.
 
-    def __init__(self, inner: AudioSource):
-        super().__init__()
-        self.inner = inner
-        self.name = inner.name
-        self.gate = threading.Event()
-        self.gate.set()
-
-    def release(self) -> None:
-        self.gate.clear()
-        self.inner.close()
-
-    def close(self) -> None:
-        self.release()
-        super().close()
-
-    def __iter__(self):
-        for b in self.inner:
-            if not self.gate.is_set():
-                return
-            yield b
-
-
-class _LevelSource(AudioSource):
-    """Passes ``inner``'s blocks on, reporting each block's level (:class:`InputLevel`) from the capture thread."""
-
-    def __init__(self, inner: AudioSource, emit: Callable[[object], None]):
-        super().__init__()
-        self.inner, self.name, self.emit = inner, inner.name, emit
-        self.barge_in = getattr(inner, "barge_in", None)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __iter__(self):
-        for b in self.inner:
-            rms = float(np.sqrt(np.mean(b.samples ** 2))) if len(b.samples) else 0.0
-            self.emit(InputLevel(min(1.0, rms * 4)))
-            yield b
-
-
-class JournalWriter:
-    """What a session keeps of its events in the journal (:mod:`engine.journal`), written before they are shown:
-    final transcripts with text (and their latency from the end of speech), revisions (an utterance whose final was
-    empty gets its first "user" record from the revision, so that the exports show it), answer sentences, whole
-    answers, final captions and errors. :meth:`note` is told every transcriber event first (on the ASR thread: the
-    end of speech and each final's span, which the answer and caption records take); :meth:`write` journals one
-    event (any thread; the journal serialises its appends).
-
-    Args:
-        journal: an :class:`engine.journal.Session` (None: :meth:`write` writes nothing).
+    Raises:
+        engine.models.ModelError, engine.llm.protocol.ModelLoadError: a model that cannot be loaded.
     """
-
-    def __init__(self, journal):
-        self.journal = journal
-        self.eos: dict[int, float] = {}  # utterance → wall time of its end of speech
-        self.spans: dict[int, tuple[float, float]] = {}  # utterance → (t_start, t_end) of its final, audio s
-        self._users: set[int] = set()  # utterances with a "user" record
-
-    def note(self, ev) -> None:
-        if isinstance(ev, SpeechEnded):
-            self.eos[ev.utterance] = ev.wall
-        elif isinstance(ev, FinalTranscript):
-            self.spans[ev.utterance] = (ev.t_start, ev.t_end)
-
-    def write(self, ev) -> None:
-        """Journal ``ev`` if the journal keeps it (durable on return).
-
-        Raises:
-            OSError: the journal cannot be written.
-        """
-        j = self.journal
-        if j is None:
-            return
-        if isinstance(ev, FinalTranscript) and ev.text:
-            e = self.eos.get(ev.utterance)
-            j.user(ev.utterance, ev.text, ev.t_start, ev.t_end, ev.wall - e if e else None, language=ev.language)
-            self._users.add(ev.utterance)
-        elif isinstance(ev, RevisedTranscript):
-            for utt, text in zip(ev.utterances, ev.texts):
-                if text and utt not in self._users:  # its final was empty: the revision gives it its first words
-                    t0, t1 = self.spans.get(utt, (ev.t_start, ev.t_end))
-                    j.user(utt, text, t0, t1, language=ev.language)
-                    self._users.add(utt)
-            j.revision(ev.utterances, ev.texts, ev.t_start, ev.t_end, ev.language)
-        elif isinstance(ev, AnswerSentence):
-            j.answer_sentence(ev.utterance, ev.index, ev.text)
-        elif isinstance(ev, AnswerDone):
-            t = self.spans.get(ev.utterance, (None, None))[1]
-            j.answer(ev.utterance, ev.text, ev.interrupted, t, t)
-        elif isinstance(ev, Caption) and ev.final:
-            t0, t1 = self.spans.get(ev.utterance, (None, None))
-            j.caption(ev.utterance, ev.source, ev.translation, t0, t1)
-        elif isinstance(ev, Error):
-            j.error(ev.where, ev.message)
+    status("loading speech recognition…")
+    rt.asr_backend()
+    rt.model("vad")
+    if mode in ("assist", "caption"):
+        status("loading the language model…")
+        rt.llm()
+    if mode == "assist":
+        status("loading the voice…")
+        rt.tts()
 
 
 @dataclass
@@ -244,12 +171,8 @@ class Session:
         if source is None:
             source = open_source(options.source, cfg, options.realtime)
         self.source = GatedSource(source) if options.push_to_talk else source
-        if isinstance(journal, (str, Path)):
-            from engine.journal import Journal
-
-            journal = Journal(journal).start(journal_label or options.mode, source.name)
-        self.journal = journal
-        self.writer = JournalWriter(journal)
+        self.journal = self.writer = None
+        self.open_journal(journal, journal_label)
         self.result = SessionResult()
         self.transcriber = None
         self.conversation = None
@@ -266,6 +189,24 @@ class Session:
         self._caption_loop = None
         self._sink = None  # the player's far-end reference while the input is echo-cancelled
         self._monitor_stop = threading.Event()
+        # answer audio made before this (monotonic s: a barge-in, Stop) is written to its WAV but not played
+        self._cut_wall = float("-inf")
+        self._answer_texts: dict[int, str] = {}  # utterance → its whole answer (AnswerDone may precede its metrics)
+        self._answers_lock = threading.Lock()  # result.answers and _answer_texts: the answer and delivery threads
+        self._journal_failed = False
+
+    def open_journal(self, journal, label: str = "") -> None:
+        """Journal this session to ``journal`` (see the class's Args; before :meth:`run`). A path starts a journal
+        session there, labelled ``label`` (default: the mode) with the input's name.
+
+        Raises:
+            OSError: the journal cannot be written.
+        """
+        if isinstance(journal, (str, Path)):
+            from engine.journal import Journal
+
+            journal = Journal(journal).start(label or self.options.mode, self.source.name)
+        self.journal, self.writer = journal, JournalWriter(journal)
 
     # -- commands (any thread) --------------------------------------------------------------------------------------
     @property
@@ -279,8 +220,7 @@ class Session:
         self.source.close()
         if self.transcriber is not None:
             self.transcriber.stop()
-        if self.conversation is not None:
-            self.conversation.on_speech_start()
+        self.interrupt_answer()
 
     def release_talk(self) -> None:
         """Push-to-talk released: the utterance ends now (nothing without push-to-talk)."""
@@ -288,7 +228,8 @@ class Session:
             self.source.release()
 
     def interrupt_answer(self) -> None:
-        """Stop the answer being generated or played."""
+        """Stop the answer being generated or played (audio already made is not played any more)."""
+        self._cut_wall = time.monotonic()
         if self.conversation is not None:
             self.conversation.on_speech_start()
         if self.player is not None:
@@ -331,11 +272,18 @@ class Session:
             status = "error"
             raise
         finally:
-            self._close_stages(delivery, monitor, owned_player, wait=status == "ok")
-            st = self.transcriber
-            if self.journal is not None:
-                self.journal.end(st.stats.audio_s if st is not None else None, status)
-            self.emit(Status(f"stopped after {time.monotonic() - started:.1f} s"))
+            try:
+                self._close_stages(delivery, monitor, owned_player, wait=status == "ok" and not self._stop.is_set())
+            finally:
+                st = self.transcriber
+                if self.journal is not None:
+                    try:
+                        self.journal.end(st.stats.audio_s if st is not None else None, status)
+                    except OSError as e:  # reported once; what interrupted or failed the session stays the error
+                        if not self._journal_failed:
+                            self._journal_failed = True
+                            self.emit(Error("journal", f"cannot end the journal session: {e}"))
+                self.emit(Status(f"stopped after {time.monotonic() - started:.1f} s"))
         return self.result
 
     def _build(self) -> bool:
@@ -352,6 +300,8 @@ class Session:
             assistant = build_assistant(cfg, rt, self._answers.put)
             assistant.warm()
             tts = rt.tts()
+            if self._stop.is_set():  # stopped while the models loaded
+                return owned
             self.emit(Status(f"models ready ({', '.join(f'{k} {v}s' for k, v in rt.load_times.seconds.items())});"
                               f" answer method: {cfg.llm.answer_method}"))
             if self.player is None:
@@ -368,14 +318,18 @@ class Session:
             translator = build_translator(cfg, rt, target, on_trigger=lambda ev: self.emit(
                 Status(f"(caption re-translated: {', '.join(ev.reasons)})")))
             self.result.translator = translator
+            if self._stop.is_set():
+                return owned
             self.emit(Status(f"captioning into {language_name(target)} ({c.method}, β={c.beta}, mask-k={c.mask_k}"
                               f"{' display-only' if c.display_only_mask else ''}, by {c.segment})"))
             # the same job policy as the caption benchmark (engine.translate.caption_loop.CaptionLoop)
             self._caption_loop = CaptionLoop(translator, self._on_caption, on_error=self._on_caption_error,
                                              source=cfg.caption.source)
+        if self._stop.is_set():
+            return owned
         source = self._echo_cancelled(self.source)
         if opts.input_level:
-            source = _LevelSource(source, self.emit)
+            source = LevelSource(source, lambda level: self.emit(InputLevel(level)))
         self.transcriber = rt.transcriber(source, self._on_asr_event, use_vad=not opts.push_to_talk)
         detector = getattr(source, "barge_in", None)
         if detector is not None and self.transcriber.vad is not None:
@@ -403,6 +357,7 @@ class Session:
                 self._talk["user"] = True
                 self._talk["barge_in"] = time.monotonic()
                 self._talk["barges"] += 1
+                self._cut_wall = time.monotonic()
                 self.conversation.on_speech_start()
                 self.playback_cut(player.stop())
                 bi = getattr(cancelled, "barge_in", None)
@@ -411,7 +366,7 @@ class Session:
             try:
                 cancelled, sink = self.rt.echo_source(source, on_barge_in)
             except Exception as e:
-                self.emit(Error("echo cancellation", f"off: {type(e).__name__}: {e}"))
+                self._report(Error("echo cancellation", f"off: {type(e).__name__}: {e}"))
                 cancelled, sink = source, None
             if sink is not None:
                 player.reference = sink
@@ -447,7 +402,7 @@ class Session:
                 self._show(ev)
         except KeyboardInterrupt:
             st.stop()
-            deadline = time.monotonic() + DRAIN_S  # the utterance in flight is finalised: journal it too
+            deadline = time.monotonic() + DRAIN_S  # the utterance in flight is finalised (and journaled)
             while time.monotonic() < deadline:
                 try:
                     ev = self._display.get(timeout=0.1)
@@ -457,13 +412,14 @@ class Session:
                     continue
                 if ev is done:
                     break
-                if isinstance(ev, (FinalTranscript, Error, SpeechEnded)):
+                if isinstance(ev, (FinalTranscript, RevisedTranscript, Error, SpeechEnded)):
                     self._show(ev)
             raise
-        except BaseException:
-            st.stop()
-            raise
-        th.join()
+        finally:
+            if th.is_alive():  # left early (Ctrl-C, a failing consumer): no ASR thread outlives the session
+                st.stop()
+                self._display.close()  # releases an ASR thread waiting for room in the display queue
+                th.join(timeout=DRAIN_S)
         if "error" in result:
             raise result["error"]
 
@@ -499,29 +455,34 @@ class Session:
             self._monitor_stop.set()
             monitor.join(timeout=5)
         self._display.close()
+        self._write_wavs()  # before the play-out: a Ctrl-C while it plays loses no audio
         if player is not None:
             self.result.played = bool(getattr(player, "available", False))
             if owned_player:
-                if wait:
-                    player.wait(timeout=120)
-                else:
-                    player.stop()
-                player.close()
+                try:
+                    if wait:
+                        player.wait(timeout=120)
+                    else:
+                        player.stop()
+                finally:
+                    player.close()
             self.result.first_sample_wall = getattr(player, "first_sample_wall", None)
-        self._write_wavs()
 
     # -- events -----------------------------------------------------------------------------------------------------
     def _on_asr_event(self, ev) -> None:
-        """The ASR thread's events: the stages are fed at once, the display gets the event (and the metrics it
-        gives) through the queue."""
+        """The ASR thread's events: journaled first (a final transcript is on disk before an answer to it can be),
+        then the stages are fed at once, and the display gets the event (and the metrics it gives) through the
+        queue."""
         conv, loop, cfg = self.conversation, self._caption_loop, self.cfg
         self.writer.note(ev)
+        self._journal(ev)
         if loop is not None:
             loop.on_event(ev)
         extra = []
         if isinstance(ev, SpeechStarted):
             self._talk["user"] = True
             if conv is not None:
+                self._cut_wall = ev.wall
                 conv.on_speech_start()  # the user speaks: the answer (generated or still playing) stops
                 if self.player is not None:
                     self.playback_cut(self.player.stop())
@@ -560,9 +521,23 @@ class Session:
                            d.turn_max_silence_s if rule == "smart_turn" else self.cfg.vad.min_silence_s)
 
     def _show(self, ev) -> None:
-        """Journal what the journal keeps, then hand ``ev`` to the consumer (run()'s thread)."""
-        self.writer.write(ev)
+        """Hand a transcriber event, journaled on the ASR thread, to the consumer (run()'s thread)."""
         self.emit(ev)
+
+    def _journal(self, ev) -> None:
+        """Journal ``ev`` (:class:`JournalWriter`). A journal that cannot be written is reported once and the
+        session goes on: what is said is still shown, answered and captioned."""
+        try:
+            self.writer.write(ev)
+        except OSError as e:
+            if not self._journal_failed:
+                self._journal_failed = True
+                self.emit(Error("journal", f"cannot write the journal: {e}; the session goes on without it"))
+
+    def _report(self, error: Error) -> None:
+        """A session error: journaled, then shown."""
+        self._journal(error)
+        self.emit(error)
 
     def _deliver_answers(self) -> None:
         """The answer-delivery thread: answers reach the user the moment they are ready, not on the next ASR event
@@ -577,30 +552,37 @@ class Session:
             try:
                 self._deliver(ev)
             except Exception as e:  # a broken output device must not stop the answers
-                self.emit(Error("answer delivery", f"{type(e).__name__}: {e}"))
+                self._report(Error("answer delivery", f"{type(e).__name__}: {e}"))
 
     def _deliver(self, ev) -> None:
         player = self.player
-        self.writer.write(ev)
+        self._journal(ev)
         if isinstance(ev, AnswerAudio):
-            self._talk["answer"] = True
             if self.options.wav_dir is not None:
                 self._audio.append((ev.utterance, np.asarray(ev.samples, np.float32), int(ev.sample_rate)))
-            if player is not None:
-                player.play(ev.samples, ev.sample_rate)
-            self.conversation.mark_heard()
+            if ev.wall >= self._cut_wall:  # made before a barge-in or Stop: the user cut it, it is not played
+                self._talk["answer"] = True
+                if player is not None:
+                    player.play(ev.samples, ev.sample_rate)
+                self.conversation.mark_heard()
         elif isinstance(ev, AnswerDone):
             self._talk["answer"] = False
-            for rec in self.result.answers:
-                if rec["utterance"] == ev.utterance:
-                    rec["answer"] = ev.text
+            with self._answers_lock:
+                self._answer_texts[ev.utterance] = ev.text
+                for rec in self.result.answers:
+                    if rec["utterance"] == ev.utterance:
+                        rec["answer"] = ev.text
         self.emit(ev)
         if isinstance(ev, AnswerDone) and self.options.wav_per_answer:
             self._write_wavs(ev.utterance)
 
     def _on_answer_metrics(self, utt: int, text: str, m) -> None:
         """Conversation's metrics of an answered turn (``engine.answer.assistant.AnswerMetrics``; answer thread)."""
-        self.result.answers.append({"utterance": utt, "user": text, "metrics": m})
+        rec = {"utterance": utt, "user": text, "metrics": m}
+        with self._answers_lock:
+            if utt in self._answer_texts:  # its AnswerDone was delivered first
+                rec["answer"] = self._answer_texts[utt]
+            self.result.answers.append(rec)
         e = self.writer.eos.get(utt)
         self.emit(SpokenAnswerMetrics(utt, (m.first_sentence_wall - e) if e and m.first_sentence_wall else None,
                                       (m.first_audio_wall - e) if e and m.first_audio_wall else None, m.nfetfs,
@@ -615,18 +597,16 @@ class Session:
             "acceptance_A_over_D": round(st.acceptance, 4), "accepted_share_A_over_O": round(st.accepted_share, 4),
             "output_tokens_per_s": round(st.tokens_per_s, 2),
             "compute_s": round(sum(x.compute_s for x in st.updates), 3)}
-        self.writer.write(cap)
+        self._journal(cap)
         self.emit(cap)
         self.emit(CaptionMetrics(cap.utterance, st.ne, st.acceptance, st.accepted_share, st.tokens_per_s))
 
     def _on_caption_error(self, msg: str) -> None:
         """The caption loop stopped (caption thread): journaled and shown, and the session ends with it."""
         self.result.error = f"caption failed: {msg}"
-        error = Error("caption", msg)
         try:
-            self.writer.write(error)
+            self._report(Error("caption", msg))
         finally:
-            self.emit(error)
             self._stop.set()
             self.source.close()
             if self.transcriber is not None:
@@ -681,7 +661,7 @@ class Session:
         try:
             write_wav(path, audio, sr)
         except OSError as e:
-            self.emit(Error("answer audio", f"cannot write {path}: {e}"))
+            self._report(Error("answer audio", f"cannot write {path}: {e}"))
             return None
         self.emit(AnswerSaved(utterance, str(path), len(audio) / sr))
         return path

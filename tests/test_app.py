@@ -321,7 +321,8 @@ def test_closing_the_window_mid_answer_leaves_no_thread(qtbot, tmp_path, store, 
 
 def test_a_failing_translator_ends_the_caption_worker_with_an_error(qtbot, monkeypatch, jfk_path):
     import engine.runtime
-    from app.controller import EngineController, SessionOptions
+    from app.controller import EngineController
+    from engine.session import SessionOptions
 
     class Broken:
         def reset(self):
@@ -679,7 +680,8 @@ def test_start_right_after_a_session_ended_starts_a_new_session(monkeypatch):
     from PySide6.QtCore import Qt
 
     import app.controller
-    from app.controller import EngineController, SessionOptions
+    from app.controller import EngineController
+    from engine.session import SessionOptions
 
     sessions = []
 
@@ -688,6 +690,9 @@ def test_start_right_after_a_session_ended_starts_a_new_session(monkeypatch):
 
         def __init__(self, cfg, rt, opts, on_event, **journal):
             self.opts, self.journal, self.source = opts, None, type("Source", (), {"name": "file"})()
+
+        def open_journal(self, path, label):
+            pass
 
         def run(self):
             sessions.append(self.opts.mode)

@@ -3,10 +3,10 @@ second pass) replaces the shown lines of the utterances it revises and reaches t
 a final in another language than the session's default is tagged, and the status line names the session's language.
 
 The window runs offscreen on a real ``EngineController`` whose models are not loaded and whose sessions are not
-started: the engine's transcript events go through the controller's ``emit_transcript`` (what the session's ASR
-thread calls) from a worker thread, so they reach the window as queued signals, as in a session. The last test runs
-a real session (hesitation_en.flac as the microphone, real Whisper base and the small LLM) to show that the
-session's ASR events take that path."""
+started: the engine's transcript events are journaled by the session's own writer (``engine.journal.JournalWriter``)
+and go through the controller's ``emit_transcript`` from a worker thread, so they reach the window as queued
+signals, as in a session. The last test runs a real session (hesitation_en.flac as the microphone, real Whisper base
+and the small LLM) to show that the session's ASR events take that path."""
 
 import os
 import re
@@ -18,8 +18,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QCoreApplication, QSettings  # noqa: E402
 
-from engine.journal import Journal, read_journal  # noqa: E402
-from engine.session import JournalWriter  # noqa: E402
+from engine.journal import Journal, JournalWriter, read_journal  # noqa: E402
 from engine.config import Config  # noqa: E402
 from engine.core.events import AnswerDone, Caption, FinalTranscript, RevisedTranscript, Word  # noqa: E402
 

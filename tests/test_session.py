@@ -130,3 +130,22 @@ def test_an_assist_session_answers_journals_then_writes_each_answer_to_its_wav(r
     assert np.abs(wav - audio).max() < 1e-3  # 16-bit PCM of the same samples
     (m,) = [ev for ev in seen if isinstance(ev, SpokenAnswerMetrics)]
     assert 0.0 < m.ttfs_s <= m.first_audio_s and result.answers[0]["answer"] == done[0].text
+    # the question is on disk before any of its answer
+    kinds = [r["type"] for r in read_journal(journal)]
+    assert kinds.index("user") < kinds.index("answer_sentence") < kinds.index("assistant")
+
+
+def test_a_journal_that_cannot_be_written_is_reported_once_and_the_session_goes_on(rt, jfk_audio, tmp_path):
+    from engine.core.events import Error
+
+    journal = tmp_path / "journal.jsonl"
+    seen = []
+    session = Session(rt.cfg, rt, SessionOptions(mode="transcribe"), seen.append, journal=journal,
+                      source=_source(jfk_audio))
+    journal.unlink()
+    journal.mkdir()  # the journal's place is taken: every append fails from now on
+    session.run()
+    errors = [ev for ev in seen if isinstance(ev, Error)]
+    assert len(errors) == 1 and errors[0].where == "journal" and "goes on" in errors[0].message
+    finals = [ev.text for ev in seen if isinstance(ev, FinalTranscript) and ev.text]
+    assert normalized_wer(JFK_TEXT, " ".join(finals)) <= 0.2  # everything was still heard and shown
