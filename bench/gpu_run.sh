@@ -1,97 +1,57 @@
 #!/usr/bin/env bash
-# The GPU benchmark suite on a machine with a CUDA GPU, for whoever lends one (bench/gpu_suite.py says what it
-# measures; about 8 minutes on one H100-class GPU).
+# The device script: every speculative method beside its baseline on one GPU, replayed from the committed acceptance
+# traces (bench/gpu_replay.py says what it measures). Needs only what the lent machine's image has (Python with
+# torch, transformers, numpy, onnxruntime) and the repository; about 5 minutes on one H200-class GPU.
 #
-#   bash bench/gpu_run.sh [MODELS_DIR]
+#   bash bench/gpu_run.sh                       # on a machine with a CUDA GPU
+#   SUITE_DEVICE=cpu bash bench/gpu_run.sh      # the self-test on a CPU: one item per family, no GPU numbers
 #
-# MODELS_DIR: a models folder written on a machine that has the model packages (python -m engine.models export DIR:
-#   files over 64 MiB are split into parts). Its parts are joined here and every file is checked: against its
-#   SHA256SUMS, then against the digests pinned in engine.models (specvoice models --verify, which also opens each
-#   model). Without it (and without $SPECVOICE_MODELS_DIR) the installed model packages are used.
-# $OUT: where the results go (default: bench/results/gpu): $OUT/<gpu name>/*.json, device.json beside them, and the
-#   run's log as $OUT/<gpu name>/gpu_run.log.
-# $PYTHON: the Python that has specvoice's dependencies with a CUDA build of torch (default: .venv/bin/python when
-#   it exists, else python3).
-# $SUITE_DEVICE=cpu: a check of this script on a machine without a GPU: the suite's tiny jobs on the CPU, results in
-#   $OUT/cpu-tiny/ (never GPU numbers).
+# $OUT: where the results go (default bench/results/gpu): $OUT/<gpu name>/*.json with device.json and the run's log
+#   gpu_run.log; the self-test writes $OUT/cpu-selftest/ (default out/gpu-replay/cpu-selftest).
+# $PYTHON: the Python to use (default: .venv/bin/python when it exists, else python3).
+# $BUDGET_S: no new job is started after this many seconds (default 420).
+# The full suite with the real models (`specvoice bench all --device cuda`) needs the model packages, CTranslate2,
+# llama.cpp and Piper; this script needs none of them (SPECVOICE_IMAGE_ONLY=1 makes importing one fail, as there).
 #
-# Exit status: 0 when every job succeeded; 2 when the machine or the models are not ready (nothing ran); else the
-# suite's (1: a job failed; its scratch folder is named in the log).
+# Exit status: 0 when every job ran; 2 when the machine is not ready (nothing ran); 1 when a job failed or the
+# budget left one out (device.json says which).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ -z "${PYTHON:-}" ]; then
   if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
-MODELS="${1:-${SPECVOICE_MODELS_DIR:-}}"
-RESULTS="${OUT:-bench/results/gpu}"
 DEVICE="${SUITE_DEVICE:-cuda}"
-case "$DEVICE" in
-  cuda) SUITE_ARGS=(--device cuda) ;;
-  cpu) SUITE_ARGS=(--device cpu --tiny) ;;
-  *) printf 'gpu_run: SUITE_DEVICE must be cuda or cpu, not %s\n' "$DEVICE" >&2; exit 2 ;;
-esac
-
 say() { printf 'gpu_run: %s\n' "$*" >&2; }
 
-if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >&2 || true
-else
-  say "nvidia-smi not found; continuing (torch decides whether a CUDA device is visible)"
-fi
-
-# what the suite imports, and whether torch and CTranslate2 see the GPU (one line each)
-if ! SUITE_DEVICE="$DEVICE" "$PYTHON" - <<'EOF'
-import importlib, os, sys
-missing = [m for m in ("torch", "ctranslate2", "faster_whisper", "transformers", "gguf", "accelerate", "llama_cpp",
-                       "piper", "onnxruntime", "jiwer", "sacrebleu", "av", "soundfile")
-           if importlib.util.find_spec(m) is None]
-if missing:
-    sys.exit("missing Python modules: " + ", ".join(missing) + " (pip install -e '.[torch-gguf]' with a CUDA torch)")
-import torch, ctranslate2, llama_cpp
-if os.environ["SUITE_DEVICE"] == "cpu":
-    print(f"torch {torch.__version__}: the tiny suite on the CPU", file=sys.stderr)
-    sys.exit(0)
-if not torch.cuda.is_available():
-    sys.exit(f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device")
-print(f"torch {torch.__version__} CUDA {torch.version.cuda} on {torch.cuda.get_device_name(0)}; "
-      f"CTranslate2 {ctranslate2.__version__}: {ctranslate2.get_cuda_device_count()} CUDA device(s); "
-      f"llama.cpp GPU offload: {llama_cpp.llama_supports_gpu_offload()} "
-      "(False: the LLM runs in torch bfloat16; CMAKE_ARGS=-DGGML_CUDA=on pip install llama-cpp-python==0.3.36 "
-      "rebuilds it with CUDA)", file=sys.stderr)
-EOF
-then
-  say "this machine is not ready; nothing ran"
+if ! "$PYTHON" -c 'import torch, transformers, numpy, onnxruntime, safetensors' 2>/dev/null; then
+  say "$PYTHON lacks torch, transformers, numpy, onnxruntime or safetensors; nothing ran"
   exit 2
 fi
-
-MODELS_ARGS=()
-if [ -n "$MODELS" ]; then
-  if [ ! -d "$MODELS" ]; then say "models folder $MODELS does not exist"; exit 2; fi
-  MODELS="$(cd "$MODELS" && pwd)"
-  if [ ! -f "$MODELS/SHA256SUMS" ]; then say "$MODELS has no SHA256SUMS (write it with python -m engine.models export)"; exit 2; fi
-  say "joining and checking $MODELS"
-  if ! sh "$MODELS/join.sh" >&2; then say "the models folder failed its checksums; nothing ran"; exit 2; fi
-  MODELS_ARGS=(--models "$MODELS")
-fi
-# every role the suite loads, against the pinned digests, and opened as the engine opens it
-if ! "$PYTHON" -m app.cli models --verify --quiet --roles asr_target,asr_draft,llm_target,llm_draft,tts_voice,vad \
-     ${MODELS_ARGS[@]+"${MODELS_ARGS[@]}"} --out "$(mktemp -d)"; then
-  say "a model failed its check; nothing ran"
-  exit 2
-fi
-
-if [ "$DEVICE" = cuda ]; then
-  NAME="$("$PYTHON" -c 'import torch; from bench.gpu_suite import slug; print(slug(torch.cuda.get_device_name(0)))')"
-else
-  NAME=cpu-tiny
-fi
-DEST="$RESULTS/$NAME"
+case "$DEVICE" in
+  cuda)
+    if ! NAME="$("$PYTHON" -c 'import sys, torch
+from bench.gpu_suite import slug
+if not torch.cuda.is_available(): sys.exit(f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device")
+print(slug(torch.cuda.get_device_name(0)))')"; then
+      say "no usable CUDA device; nothing ran"
+      exit 2
+    fi
+    DEST="${OUT:-bench/results/gpu}/$NAME"
+    ARGS=(run --device cuda --budget-s "${BUDGET_S:-420}")
+    ;;
+  cpu)
+    DEST="${OUT:-out/gpu-replay}/cpu-selftest"
+    ARGS=(run --device cpu --limit 1 --budget-s "${BUDGET_S:-900}")
+    ;;
+  *) say "SUITE_DEVICE must be cuda or cpu, not $DEVICE"; exit 2 ;;
+esac
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >&2 || true
 mkdir -p "$DEST"
-say "running the suite; results in $DEST"
+say "results in $DEST"
 set +e
-"$PYTHON" -m app.cli bench all "${SUITE_ARGS[@]}" ${MODELS_ARGS[@]+"${MODELS_ARGS[@]}"} --out "$DEST" 2>&1 | tee "$DEST/gpu_run.log"
+PYTHONUNBUFFERED=1 "$PYTHON" -m bench.gpu_replay "${ARGS[@]}" --out "$DEST" 2>&1 | tee "$DEST/gpu_run.log"
 status=${PIPESTATUS[0]}
 set -e
-say "suite finished with exit status $status; results in $DEST"
+say "finished with exit status $status"
 exit "$status"
