@@ -54,6 +54,7 @@ import numpy as np
 
 from bench.inputs import audio_files
 from bench.stats import pct, rnd as _r
+from engine.session_report import asr_method_label
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "caption"
@@ -484,7 +485,7 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"benchmark": "caption", "runs": results}, ensure_ascii=False), encoding="utf-8")
     report = {"benchmark": "caption", "target_language": language_name(target),
-              "files": [str(f) for f in audios], "asr_method": cfg.asr.method,
+              "files": [str(f) for f in audios], "asr_method": asr_method_label(cfg),
               "llm": str(rt.model(cfg.caption.model_role).path), "beta": cfg.caption.beta,
               "mask_k": cfg.caption.mask_k, "segment": cfg.caption.segment,
               "source": {m: METHODS[m].get("source", cfg.caption.source) for m in results},

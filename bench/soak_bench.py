@@ -32,6 +32,7 @@ import numpy as np
 from audio.io import SAMPLE_RATE
 
 from bench.stats import pct, rnd
+from engine.session_report import asr_method_label
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -187,7 +188,7 @@ def main(argv=None) -> int:
     first, last = windows[0], windows[-1]
     report = {
         "benchmark": "soak", "minutes": args.minutes, "speed": args.speed, "files": [str(f) for f in args.files] or
-        [str(f) for f in default_files()], "asr_method": cfg.asr.method, "audio_fed_s": round(src.fed_s, 1),
+        [str(f) for f in default_files()], "asr_method": asr_method_label(cfg), "audio_fed_s": round(src.fed_s, 1),
         "audio_transcribed_s": round(stats.audio_s, 1), "dropped_audio_s": stats.dropped_audio_s,
         "wall_s": round(time.monotonic() - t0, 1), "asr_compute_per_audio": round(stats.rtf, 3),
         "utterances": len(stats.utterances), "rss_mib_at_5min": after5[0] if after5 else None,

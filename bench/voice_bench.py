@@ -42,6 +42,7 @@ import numpy as np
 
 from bench.inputs import audio_files
 from bench.stats import pct, rnd as _r
+from engine.session_report import asr_method_label
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -204,7 +205,7 @@ def main(argv=None) -> int:
             print(f"[{meth}] {f.name}: EOS→audio {r.get('eos_to_first_audio_s')} s, EOS→final "
                   f"{r.get('eos_to_final_s')} s, NFETFS {r.get('nfetfs')}, presynth {r.get('presynth_used')}"
                   + (f" ERROR {r['error']}" if "error" in r else ""), flush=True)
-    report = {"benchmark": "voice", "files": [str(f) for f in audios], "asr_method": cfg.asr.method,
+    report = {"benchmark": "voice", "files": [str(f) for f in audios], "asr_method": asr_method_label(cfg),
               "llm": str(rt.model(cfg.llm.model_role).path), "speculation_threads": cfg.llm.predgen_speculation_threads,
               "tokens_per_update": cfg.llm.predgen_tokens_per_update, "max_answer_tokens": cfg.llm.max_answer_tokens,
               "methods": {}}

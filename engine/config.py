@@ -38,7 +38,8 @@ from engine.translate.languages import LANGUAGES, WHISPER_NAMES, language_code
 
 ROLES = ("asr_target", "asr_draft", "llm_target", "llm_draft", "tts_voice", "vad")
 
-#: ``auto | cpu | cuda``: where a stage runs; auto = CUDA when present, else the CPU
+#: ``auto | cpu | cuda``: where a stage runs; auto = CUDA where the stage's runtime can use it, else the CPU
+#: (engine.devices)
 DEVICES = ("auto", "cpu", "cuda")
 
 #: the language codes of the multilingual Whisper models (tokenizer order: most training data first; no ``yue``,
@@ -295,10 +296,12 @@ class VadConfig:
 class AsrConfig:
     model_role: str = setting("asr_target", label="ASR model", choices=("asr_target", "asr_draft"),
                               help="asr_target = Whisper base (multilingual), asr_draft = Whisper tiny.en (faster).")
-    # the default is what bench/results/asr_stream.json measured fastest on a 2-core CPU at the same WER (SSD
-    # verifies at a loss there)
-    method: str = setting("ar", label="ASR method", choices=("ssd", "specasr", "ar", "ar_torch"),
-                          help="ar = plain greedy Whisper decoding on CTranslate2 (default: fastest on a CPU); ssd = "
+    # auto: on the CPU ar, what bench/results/asr_stream.json measured fastest on a 2-core CPU at the same WER (SSD
+    # verifies at a loss there); on CUDA the choice of engine.devices.GPU_METHOD (the committed GPU results)
+    method: str = setting("auto", label="ASR method", choices=("auto", "ssd", "specasr", "ar", "ar_torch"),
+                          help="auto = the method the committed results show fastest where the ASR runs (default: ar "
+                               "on the CPU; on CUDA engine.devices.GPU_METHOD, ar until a GPU result shows a "
+                               "speculative method winning); ar = plain greedy Whisper decoding on CTranslate2; ssd = "
                                "CTC self-speculative decoding (ctc_self_speculative_asr.txt: the CTC head on "
                                "Whisper's encoder drafts, the decoder verifies); specasr = Whisper tiny.en drafts, "
                                "base verifies (specasr.txt); ar_torch = plain greedy on the same torch decoder SSD "
@@ -391,7 +394,7 @@ class AsrConfig:
                                 help="CTranslate2 compute type of the Whisper weights: int8 on a CPU, float16 on "
                                      "CUDA.")
     device: str = setting("auto", label="ASR device", choices=DEVICES,
-                          help="Where Whisper runs: auto = CUDA when present, else the CPU; cpu; cuda.")
+                          help="Where Whisper runs: auto = CUDA where its runtime can use it, else the CPU; cpu; cuda.")
     cpu_threads: int = setting(0, label="ASR CPU threads", range=(0, 256),
                                help="CPU threads of the Whisper decode; 0 = all cores.")
     # Length-scaled encoding (engine/asr/window.py)
@@ -551,7 +554,7 @@ class LlmConfig:
                                 help="Layers offloaded when llama.cpp was built with CUDA/Metal (-1 = all); ignored "
                                      "on a CPU build.")
     device: str = setting("auto", label="LLM device", choices=DEVICES,
-                          help="Where the LLM runs: auto = CUDA when present, else the CPU; cpu; cuda.")
+                          help="Where the LLM runs: auto = CUDA where its runtime can use it, else the CPU; cpu; cuda.")
     max_answer_tokens: int = setting(256, label="Longest answer", unit="tokens", range=(8, 2048),
                                      help="Longest answer.")
     system_prompt: str = setting(
@@ -650,20 +653,22 @@ class TtsConfig:
                           help="piper = the Piper voice (default); codec = the autoregressive codec-token TTS trained "
                                "here (assets/codec_tts), sampled with the codec method below.")
     device: str = setting("auto", label="TTS device", choices=DEVICES,
-                          help="Where speech synthesis runs: auto = CUDA when present, else the CPU; cpu; cuda.")
+                          help="Where speech synthesis runs: auto = CUDA where its runtime can use it, else the "
+                               "CPU; cpu; cuda.")
     length_scale: float = setting(1.0, label="Speech rate (length scale)", range=(0.5, 2.0),
                                   help="Piper phoneme duration scale (> 1 slower).")
     first_clause_words: int = setting(4, label="First spoken piece", unit="words", range=(0, 40),
                                       help="Start speaking the answer at its first clause boundary (, ; : or a dash) "
                                            "once it has this many words, instead of waiting for the whole first "
                                            "sentence; PredGen pre-synthesises that piece. 0 = whole sentence.")
-    # target-only is the default: on ONNX Runtime on 2 cores no speculative sampler is clearly faster at the same
-    # intelligibility (bench/results/tts.json)
-    codec_method: str = setting("ar", label="Codec TTS sampler", choices=("pcg", "sd", "ssd", "ar"),
+    # auto = target-only on the CPU: on ONNX Runtime on 2 cores no speculative sampler is clearly faster at the same
+    # intelligibility (bench/results/tts.json); auto resolves by where the codec LM runs (engine.devices.resolve_method)
+    codec_method: str = setting("auto", label="Codec TTS sampler", choices=("auto", "pcg", "sd", "ssd", "ar"),
                                 help="pcg = speculative sampling with Principled Coarse-Graining (pcg_tts.txt "
                                      "Algorithm 1); sd = standard speculative sampling; ssd = constant-bias "
-                                     "relaxation (0.3); ar = target only (default: fastest at equal CER on a CPU, "
-                                     "see the README).")
+                                     "relaxation (0.3); ar = target only (fastest at equal CER on a CPU, "
+                                     "see the README); auto (default) = pcg where the codec LM runs on CUDA (1.25x target-only "
+                                     "on an H200: bench/results/gpu/nvidia-h200/tts_graphs.json), ar on the CPU.")
     # PCG (pcg_tts.txt Eq. 1, Algorithm 1)
     # θ and L_d chosen on validation sentences for the shipped codec LM (bench/results/tts.json "selection")
     theta: float = setting(0.42, label="PCG θ", range=(0.0, 1.0),

@@ -52,8 +52,13 @@ class Runtime:
     def asr_backend(self):
         """The streaming ASR backend for ``cfg.asr.method``: "ssd" (CTC self-speculative, engine.asr.ctc_self_speculative),
         "specasr" (engine.asr.draft_model_speculative), "ar" (greedy on CTranslate2, the same window and guards as "ssd") or "ar_torch"
-        (plain greedy on SSD's torch decoder)."""
+        (plain greedy on SSD's torch decoder); "auto" runs the method :func:`engine.devices.asr_method` picks for the
+        device the ASR runs on."""
         a = self.cfg.asr
+        if a.method == "auto":
+            from engine.devices import asr_method
+
+            a = dataclasses.replace(a, method=asr_method(self.cfg))
         if a.method == "ssd" and not self.whisper_ssd().head_matches():
             # the CTC draft head belongs to the encoder it was trained on (Whisper base); another ASR model
             # (e.g. tiny.en for speed) has no draft, so it decodes with plain AR
@@ -122,16 +127,17 @@ class Runtime:
             from engine.asr.faster_whisper_backend import FasterWhisperBackend
             from engine.asr.whisper_ar import WhisperARBackend
             from engine.asr.window import WindowPolicy
-            from engine.devices import device_setting, resolve_device
+            from engine.devices import asr_device, device_setting, load_on
 
-            dev = resolve_device(device_setting(self.cfg, "asr"), "asr", "ctranslate2")
+            path = self.model(a.model_role).path
             if a.revise_timestamps or a.revise_mode == "offline":
-                return FasterWhisperBackend(self.model(a.model_role).path, device=dev, compute_type=a.compute_type,
-                                            cpu_threads=a.cpu_threads, language=a.language,
-                                            guard=self.decode_guard())
+                return load_on("asr", device_setting(self.cfg, "asr"), asr_device(self.cfg), lambda dev: (
+                    FasterWhisperBackend(path, device=dev, compute_type=a.compute_type, cpu_threads=a.cpu_threads,
+                                         language=a.language, guard=self.decode_guard())))[0]
             padded = WindowPolicy("padded")
-            m = WhisperSSD(self.model(a.model_role).path, device=dev, compute_type=a.compute_type,
-                           cpu_threads=a.cpu_threads, language=a.language, window=padded, lid_head=a.language_head)
+            m, _ = load_on("asr", device_setting(self.cfg, "asr"), asr_device(self.cfg), lambda dev: (
+                WhisperSSD(path, device=dev, compute_type=a.compute_type, cpu_threads=a.cpu_threads,
+                           language=a.language, window=padded, lid_head=a.language_head)))
             return WhisperARBackend(m, window=padded, guard=self.decode_guard(), final_beam_size=1)
 
         return self._get(f"asr:revise:{a.model_role}:{a.language}:{a.revise_timestamps or a.revise_mode == 'offline'}:"
@@ -154,29 +160,32 @@ class Runtime:
 
     def whisper_ssd(self, role: str | None = None):
         """Encoder (CTranslate2), CTC head and torch decoder of the ASR model role (shared by ssd/ar_torch/specasr);
-        ``role="asr_draft"`` gives SpecASR's draft."""
+        ``role="asr_draft"`` gives SpecASR's draft. On :func:`engine.devices.asr_device`'s device; with
+        ``asr.device=auto`` a load on CUDA that raises is done on the CPU (:func:`engine.devices.load_on`)."""
         a = self.cfg.asr
         role = role or a.model_role
 
         def build():
             from engine.asr.whisper_ssd import WhisperSSD
-            from engine.devices import device_setting, resolve_device
+            from engine.devices import asr_device, device_setting, load_on
 
-            dev = resolve_device(device_setting(self.cfg, "asr"), "asr", "ctranslate2")
-            return WhisperSSD(self.model(role).path, device=dev, compute_type=a.compute_type,
-                              cpu_threads=a.cpu_threads, language=a.language, window=self.window_policy(),
-                              lid_head=a.language_head)
+            path = self.model(role).path
+            return load_on("asr", device_setting(self.cfg, "asr"), asr_device(self.cfg), lambda dev: (
+                WhisperSSD(path, device=dev, compute_type=a.compute_type, cpu_threads=a.cpu_threads,
+                           language=a.language, window=self.window_policy(), lid_head=a.language_head)))[0]
 
         return self._get(f"whisper_ssd:{role}", build)
 
     def torch_whisper(self, role: str):
-        """A torch Whisper (decoder control) of ``role``."""
+        """A torch Whisper (decoder control) of ``role``, where torch's answer for ``asr.device`` puts it."""
 
         def build():
             from engine.asr.whisper_torch import TorchWhisper
-            from engine.devices import device_setting, resolve_device
+            from engine.devices import device_setting, load_on, resolve_device
 
-            return TorchWhisper(self.model(role).path, device=resolve_device(device_setting(self.cfg, "asr"), "asr"))
+            path, s = self.model(role).path, device_setting(self.cfg, "asr")
+            return load_on("asr", s, resolve_device(s, "asr", "torch"),
+                           lambda dev: TorchWhisper(path, device=dev))[0]
 
         return self._get(f"torch_whisper:{role}", build)
 
@@ -293,13 +302,18 @@ class Runtime:
         t = settings if settings is not None else self.cfg.tts
         if t.engine == "codec":
             def build_codec():
-                from engine.devices import resolve_device
+                from engine.devices import load_on, resolve_device, resolve_method
                 from engine.synthesis.codec_tts import CodecTTS
 
-                dev = resolve_device(getattr(t, "device", "auto"), "tts")
+                setting = getattr(t, "device", "auto")
+                dev = resolve_device(setting, "tts")
                 m = self.model("tts_voice")  # this runtime's voice (--model, models.dir), not a fresh config's
-                voice = CodecTTS(t, cache_dir=self.cfg.cache_dir(), voice_model=m.path, voice_config=m.config)
-                voice.voice.to(dev)  # the codec LM in torch on CUDA; on the CPU its ONNX Runtime sessions
+                # tts.codec_method = auto: the sampler the committed results pick on the codec LM's device
+                tc = dataclasses.replace(t, codec_method=resolve_method("tts.codec_method", t.codec_method, dev))
+                voice = CodecTTS(tc, cache_dir=self.cfg.cache_dir(), voice_model=m.path, voice_config=m.config)
+                # the codec LM in torch on CUDA; on the CPU its ONNX Runtime sessions
+                _, dev = load_on("tts", setting, dev, voice.voice.to)
+                voice.method = resolve_method("tts.codec_method", t.codec_method, dev)  # a load that fell back
                 return voice
 
             return self._get(f"tts:codec:{t.codec_method}:{t.theta}:{t.lookahead}:{t.temperature}:"

@@ -15,6 +15,13 @@ def _r(x, nd: int = 3):
     return None if x is None else round(float(x), nd)
 
 
+def asr_method_label(cfg: Config) -> str:
+    """The ASR method a report names: ``asr.method``, or ``"auto → ar"`` where "auto" chose (engine.devices)."""
+    from engine.devices import asr_method, method_label
+
+    return method_label(cfg.asr.method, asr_method(cfg))
+
+
 def asr_report(result, cfg: Config) -> dict:
     """The session's streaming ASR (``result``: :class:`engine.session.SessionResult`): per utterance its text,
     revised text, span, updates, compute and end of speech → final latency; overall RTF and the second pass."""
@@ -30,7 +37,7 @@ def asr_report(result, cfg: Config) -> dict:
         })
     lat = [u["eos_to_final_s"] for u in utts if u["eos_to_final_s"] is not None]
     return {
-        "method": cfg.asr.method, "model_role": cfg.asr.model_role, "audio_s": _r(s.audio_s),
+        "method": asr_method_label(cfg), "model_role": cfg.asr.model_role, "audio_s": _r(s.audio_s),
         "compute_s": _r(s.asr_compute_s), "rtf": _r(s.rtf, 4), "updates": s.updates,
         "eos_to_final_s_mean": _r(np.mean(lat)) if lat else None, "utterances": utts,
         "text": " ".join(u.text for u in s.utterances if u.text),

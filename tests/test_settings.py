@@ -137,7 +137,7 @@ def test_a_bad_environment_value_or_config_file_is_one_line_and_exit_2(tmp_path,
     bad.write_text("[asr]\nmethod = 'fastest'\n")
     assert main(["app", "--config", str(bad)]) == 2  # before any window opens
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["specvoice: error: asr.method: 'fastest' is not one of ssd, specasr, ar, ar_torch"]
+    assert err == ["specvoice: error: asr.method: 'fastest' is not one of auto, ssd, specasr, ar, ar_torch"]
 
 
 # -- the desktop app ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ The section returns Markdown (no trailing newline) and reads only what it prints
 from __future__ import annotations
 
 from bench.report.gpu import section_gpu_tts
+from engine.devices import resolve_method
 from bench.report.markdown import bold, key_number, num, pct, produced_by, sec, signed, table, times, trio
 from bench.report.results import Results, asset, defaults
 
@@ -32,7 +33,8 @@ def section_tts(r: Results) -> str:
     trows = []
     for k, v in res.items():
         lab = label(k)
-        is_def = (k == dflt.codec_method) or (dflt.codec_method == "pcg" and k == f"pcg{dflt.theta:g}")
+        m = resolve_method("tts.codec_method", dflt.codec_method, "cpu")  # this page's figures are the CPU's
+        is_def = (k == m) or (m == "pcg" and k == f"pcg{dflt.theta:g}")
         if "tokens_per_s" not in v:
             trows.append([lab, "—", "—", "—", "—", "—", "—", num(v["wer"], 1), num(v["cer"], 1)])
             continue

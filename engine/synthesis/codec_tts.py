@@ -128,7 +128,8 @@ class CodecTTS:
     """The codec TTS engine: ``synthesize(text) → float32 22.05 kHz``, sampling codec tokens with ``method``.
 
     Args:
-        settings: the ``[tts]`` section: ``codec_method`` — "ar", "pcg", "sd" or "ssd" (constant bias 0.3) —,
+        settings: the ``[tts]`` section: ``codec_method`` — "ar", "pcg", "sd" or "ssd" (constant bias 0.3), or
+            "auto" (:func:`engine.devices.resolve_method` on the device the codec LM runs on) —,
             ``theta`` (PCG θ, Eq. 1), ``lookahead`` (L_d) and ``temperature`` (the sampling temperature; the
             shipped model was validated at 0.4, assets/codec_tts/card.md); None: the declared defaults.
         path: assets/codec_tts (see :class:`CodecVoice`); seed: RNG seed.
@@ -152,8 +153,8 @@ class CodecTTS:
                  voice_model: str | Path | None = None, voice_config: str | Path | None = None):
         t = settings or TtsConfig()
         method, theta, lookahead, temperature = t.codec_method, t.theta, t.lookahead, t.temperature
-        if method not in METHODS:
-            raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
+        if method not in METHODS and method != "auto":
+            raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)}, auto)")
         if voice_model is None:
             m = resolve("tts_voice", load_config())
             voice_model, voice_config = m.path, m.config
@@ -161,6 +162,10 @@ class CodecTTS:
         self.voice = CodecVoice(path, phonemizer, voice_model, voice_config, cache_dir=self.cache_dir,
                                 threads=threads)
         self.lm, self.codec = self.voice.lm, self.voice.codec
+        if method == "auto":
+            from engine.devices import resolve_method
+
+            method = resolve_method("tts.codec_method", method, "cpu" if uses_onnx(self.lm) else "cuda")
         self.method, self.theta, self.lookahead, self.temperature = method, theta, lookahead, temperature
         self.threads = threads
         self.rng = np.random.default_rng(seed)
@@ -182,8 +187,8 @@ class CodecTTS:
         """
         cond = self.voice.conditioning(ids) if cond is None else cond
         method = method or self.method
-        if method not in METHODS:
-            raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)})")
+        if method not in METHODS and method != "auto":
+            raise ValueError(f"unknown codec TTS method {method!r} ({', '.join(METHODS)}, auto)")
         if not uses_onnx(self.lm):  # on an accelerator: whole rounds on the device, replayed as CUDA graphs
             return self.device_sampler(method, theta).sample(cond, int(self.rng.integers(2**62)))
         if method == "ar":
