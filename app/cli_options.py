@@ -21,7 +21,7 @@ BENCHES = {  # name → module with main(argv)
     "duplex": "bench.duplex_bench", "all": "bench.all", "verify-cost": "bench.gpu_verify_cost",
     "conversation": "bench.conversation_bench", "causal-final": "bench.causal_final_bench",
     "caption-prompt": "bench.caption_prompt_bench",
-    "vad-gate": "bench.vad_gate", "gpu-codec-tts": "bench.gpu_codec_tts",
+    "vad-gate": "bench.vad_gate", "gpu-codec-tts": "bench.gpu_codec_tts", "gpu-replay": "bench.gpu_replay",
 }
 
 
@@ -36,7 +36,10 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--out", default="out", help="directory for reports, WAVs and transcripts (default: out)")
     common.add_argument("--journal", default=None, metavar="FILE",
                         help="session journal, appended (default: OUT/journal.jsonl)")
-    common.add_argument("--quiet", action="store_true", help="print only the final results")
+    common.add_argument("--quiet", action="store_true",
+                        help="print only the results: each final transcript (and its revision, 'you (revised)'), "
+                             "each whole answer and each final caption, without time stamps; no progress, status or "
+                             "summary (the report and the journal are written as always)")
     common.add_argument("--models", default=None, metavar="DIR",
                         help="a models folder (python -m engine.models export DIR) used before the model packages")
 
@@ -50,7 +53,9 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("audio", nargs=None if audio_required else "?", help="audio file (any format/rate)")
         sp.add_argument("--mic", action="store_true", help="use the microphone instead of a file")
         sp.add_argument("--fast", action="store_true",
-                        help="feed the file as fast as it is consumed instead of at real-time pace")
+                        help="feed the file as fast as it is consumed instead of at real-time pace; its latencies "
+                             "are then not real-time figures (the report says \"clock\": \"fast (not real time)\" "
+                             "and the summary marks them): compare latencies of real-time runs only")
 
     t = sub.add_parser("transcribe", parents=[common], help="live transcription of a file or the microphone")
     src_args(t, audio_required=False)
@@ -59,12 +64,15 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--no-play", action="store_true", help="never play audio (it is always written to a WAV)")
     c = sub.add_parser("caption", parents=[common], help="live caption and translation")
     src_args(c, audio_required=False)
-    c.add_argument("--to", default=None, help="target language code or name (default: caption.target_language)")
-    e = sub.add_parser("export", help="render the journal as TXT, SRT or VTT (one continuous clock)")
+    c.add_argument("--to", default=None,
+                   help="target language code or name, checked as caption.target_language is (the default)")
+    e = sub.add_parser("export", help="render a session of the journal as TXT, SRT or VTT (default: the latest)")
     e.add_argument("file", help="output file; the format follows its suffix: .txt, .srt or .vtt")
     e.add_argument("--journal", default=None, metavar="FILE", help="journal to read (default: OUT/journal.jsonl)")
     e.add_argument("--out", default="out", help="directory of the default journal (default: out)")
-    e.add_argument("--session", default=None, help="only this session id, on its own clock")
+    e.add_argument("--session", default=None, metavar="ID|all",
+                   help="the session to export, on its own audio's clock (default: the latest session); 'all': "
+                        "every session of the journal, one after the other on one clock")
     b = sub.add_parser("bench", help="benchmarks (method vs its AR baseline, JSON out)")
     b.add_argument("which", choices=list(BENCHES), help="which benchmark: " + ", ".join(BENCHES))
     b.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (see --help after its name)")
@@ -108,8 +116,19 @@ def set_help() -> str:
             f"{', '.join(SECTIONS)}; each setting's default, range and meaning: python -m engine.config")
 
 
+# a command-line flag that sets a setting: attribute of the parsed arguments → (the flag, the setting it sets)
+FLAG_SETTINGS = {"to": ("--to", "caption.target_language")}
+
+
 def config_from_args(args):
-    from engine.config import load_config
+    """The :class:`engine.config.Config` of ``args``: ``--config``, the environment, ``--model``, ``--set``, then
+    every flag of :data:`FLAG_SETTINGS` and ``--models``, each checked as its setting is.
+
+    Raises:
+        engine.config.ConfigError: a bad file, setting, role or flag value (one line naming the flag).
+        UsageError: a malformed ``--model`` or a ``--models`` folder that does not exist.
+    """
+    from engine.config import ConfigError, load_config, lookup
 
     models = {}
     for item in args.model:
@@ -118,6 +137,15 @@ def config_from_args(args):
         k, v = item.split("=", 1)
         models[k.strip()] = v.strip()
     sets = list(args.set)
+    for attr, (flag, key) in FLAG_SETTINGS.items():
+        value = getattr(args, attr, None)
+        if value is None:
+            continue
+        try:
+            lookup(key).parse(value)
+        except ConfigError as e:
+            raise ConfigError(f"{flag} {value}: {e}") from None
+        sets.append(f"{key}={value}")
     if getattr(args, "models", None):
         sets.append(f"models.dir={use_models_dir(args.models)}")
     return load_config(args.config, models, sets)

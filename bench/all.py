@@ -258,6 +258,10 @@ JOBS: tuple[Job, ...] = (
         about="the duplex benchmark's barge-in part on three more seeds of its generator (audio time)"),
     Job("soak", "soak.json", _bench("soak", "--minutes", "60", "--speed", "1"), 3700,
         about="an hour of speech through the live transcription pipeline: RSS, queues, latency per 10 min"),
+    # -- the replay of every method on a GPU, validated on this CPU ------------------------------------------------
+    Job("replay-validation", "replay_validation.json", _bench("gpu-replay", "validate"), 1500,
+        about="every speculative method and its baseline replayed from the committed acceptance traces on placeholder "
+              "weights beside the real weights on the CPU, same inputs, one run: replayed vs real speed-up (±10 %)"),
     # -- the slow-marked tests -------------------------------------------------------------------------------------
     Job("tests-slow", "tests_slow.json", ("-m", "slow", "--results-json", OUT), 1800, tool="pytest",
         about="the slow-marked tests, which the default pytest run leaves out (end to end: an hour of speech, the "

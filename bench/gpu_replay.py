@@ -239,21 +239,31 @@ def run(device: str, out: Path, limit: int = 0, budget_s: float = 420.0, familie
     return status
 
 
-def validate(out: Path, limit: int = 0, families=tuple(FAMILIES)) -> dict:
-    """CPU: each family's replay and its real-weight run in one process; speed-ups and their ratio per method."""
-    report = {"benchmark": "replay_validation", "device": "cpu", "limit": limit, "families": {}}
+def validate(out: Path, limit: int = 0, families=tuple(FAMILIES), cost: bool = True) -> dict:
+    """CPU: each family's replay and its real-weight run in one process; speed-ups and their ratio per method; with
+    ``cost``, the targets' verification cost curves on the CPU too."""
+    from bench.gpu_suite import machine_info
+
+    report = {"benchmark": "replay_validation", "device": "cpu", "machine": machine_info(), "limit": limit,
+              "families": {}}
     for fam in families:
         mod = importlib.import_module(FAMILIES[fam][0])
         trace = load_trace(fam)
         if hasattr(mod, "validation_trace"):  # a family whose GPU trace is of a model too slow for this CPU in torch
             trace = mod.validation_trace(fam)
-        rep = mod.replay(trace, device="cpu", limit=limit)
-        real = mod.real(trace, device="cpu", limit=limit)
+        if hasattr(mod, "validate"):  # real and replayed taking turns in one loop
+            rep, real = mod.validate(trace, device="cpu", limit=limit)
+        else:
+            rep = mod.replay(trace, device="cpu", limit=limit)
+            real = mod.real(trace, device="cpu", limit=limit)
         ratio = {m: round(rep["speedups"][m] / real["speedups"][m], 3)
                  for m in rep["speedups"] if real["speedups"].get(m) and rep["speedups"].get(m)}
         report["families"][fam] = {"replayed": rep, "real": real, "ratio": ratio,
                                    "within_10pct": all(abs(r - 1) <= 0.10 for r in ratio.values())}
         print(f"validate {fam}: ratio replay/real {ratio}", flush=True)
+        out.write_text(json.dumps(report, indent=1))
+    if cost:
+        report["verify_cost"] = verify_cost("cpu", repeats=3)
         out.write_text(json.dumps(report, indent=1))
     return report
 
@@ -271,6 +281,7 @@ def main(argv=None) -> int:
     v = sub.add_parser("validate", help="CPU: replayed vs real speed-ups in one run")
     v.add_argument("--limit", type=int, default=0)
     v.add_argument("--only", default=",".join(FAMILIES))
+    v.add_argument("--no-cost", action="store_true", help="skip the CPU cost curves")
     v.add_argument("--out", default=str(RESULTS / "replay_validation.json"))
     a = ap.parse_args(argv)
     if os.environ.get("SPECVOICE_IMAGE_ONLY") == "1":
@@ -280,7 +291,7 @@ def main(argv=None) -> int:
     if bad:
         ap.error(f"unknown families {bad}; choose from {', '.join(FAMILIES)}")
     if a.cmd == "validate":
-        validate(Path(a.out), a.limit, fams)
+        validate(Path(a.out), a.limit, fams, cost=not a.no_cost)
         return 0
     if a.out:
         out = Path(a.out)

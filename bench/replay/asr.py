@@ -190,86 +190,115 @@ def _encode_as(w, audio, n_frames):
 
 
 # ------------------------------------------------------------------------------------------- replay, real
-def _run(trace: dict, device: str, weights: str, limit: int = 0, repeats: int = 1,
-         model_dirs: dict | None = None) -> dict:
-    import torch
+class _Models:
+    """One set of models for a run: the real weights, or placeholders whose decoders replay the trace."""
 
-    from engine.asr.ctc_draft import CTCHead
+    def __init__(self, trace: dict, device: str, weights: str, model_dirs: dict | None = None):
+        from engine.asr.ctc_draft import CTCHead
 
-    items = trace["items"][:limit] if limit else trace["items"]
-    if weights == "placeholder":
-        tape = Tape(trace["tape"])
-        ws = {r: placeholder_whisper(trace["arch"][r], tape, r + ("" if r else ""), device) for r in ARCH_FILES}
-        for r in ws:  # the raw tokenizer's decode was taped under "<role>.raw"
-            ws[r].tokenizer = TapedTokenizer(None, tape, r + ".raw", {})
-    else:
-        from engine.asr.whisper_torch import TorchWhisper
+        self.weights, self.device = weights, device
+        if weights == "placeholder":
+            tape = Tape(trace["tape"])
+            self.ws = {r: placeholder_whisper(trace["arch"][r], tape, r, device) for r in ARCH_FILES}
+            for r, w in self.ws.items():  # the raw tokenizer's decode was taped under "<role>.raw"
+                w.tokenizer = TapedTokenizer(None, tape, r + ".raw", {})
+            masks = {r: mask_ids(trace["arch"][r]) for r in ARCH_FILES}
+            for r, w in self.ws.items():
+                _route(w, r, lambda lm, role: ScriptedLM(lm, self.calls[role], masks[role],
+                                                        counters=self.counters[role]), trace["arch"][r])
+        else:
+            from engine.asr.whisper_torch import TorchWhisper
 
-        dirs = model_dirs or real_model_dirs()
-        ws = {r: TorchWhisper(d, device=device) for r, d in dirs.items()}
-    masks = {r: mask_ids(trace["arch"][r]) for r in ARCH_FILES}
-    head = CTCHead(device=device)
-    state: dict = {}
-    if weights == "placeholder":
-        for r, w in ws.items():
-            _route(w, r, lambda lm, role: ScriptedLM(lm, state["calls"][role], masks[role],
-                                                    counters=state["counters"][role]), trace["arch"][r])
-    res = {m: {"seconds": 0.0, "items": 0, "exact": 0, "overhead_s": 0.0, "target_passes": 0, "draft_passes": 0}
-           for m in METHODS}
-    order = [items[0]] * (1 if items else 0) + list(items) * repeats  # the first decode of each method warms up
-    for k, item in enumerate(order):
-        warm = k == 0
-        audio = np.zeros(item["n_samples"], np.float32)
-        if weights == "real":  # the real weights hear the real audio (the placeholders a log-mel of random values)
+            dirs = model_dirs or real_model_dirs()
+            self.ws = {r: TorchWhisper(d, device=device) for r, d in dirs.items()}
+        self.head = CTCHead(device=device)
+        self.calls: dict = {}
+        self.counters: dict = {}
+
+    def audio(self, item: dict) -> np.ndarray:
+        if self.weights == "real":  # the real weights hear the real audio (the placeholders a log-mel of random values)
             from audio.io import load_audio
 
-            audio = load_audio(ROOT / item["path"])
-        enc = ws["target"].encode(audio, item["n_frames"])
-        ctc_frames = int(np.ceil(item["n_samples"] / 320))
+            return load_audio(ROOT / item["path"])
+        return np.zeros(item["n_samples"], np.float32)
+
+    def decode(self, item: dict, m: str, audio: np.ndarray, enc) -> tuple[dict | None, dict]:
+        """One timed decode of method ``m``: (result or None where the replay diverged, the role counters)."""
+        import torch
+
+        rec = item["m"][m]
+        self.calls = {r: rec["calls"].get(r, []) for r in ARCH_FILES}
+        self.counters = {r: new_counters() for r in ARCH_FILES}
+        if m in SPEC:
+            self.ws["draft"].encode = _encode_as(self.ws["draft"], audio, item["n_frames"])
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        try:
+            r = _decode(m, self.ws["target"], self.ws["draft"], self.head, enc, item, int(np.ceil(item["n_samples"] / 320)))
+        except ReplayDiverged as e:
+            print(f"{item['file']} {m}: replay diverged ({e})", flush=True)
+            return None, self.counters
+        return r, self.counters
+
+
+def _run(trace: dict, device: str, kinds=("placeholder",), limit: int = 0, repeats: int = 1,
+         model_dirs: dict | None = None) -> dict:
+    """Every method on every item with each set of weights in ``kinds``, taking turns item by item and method by
+    method (so load changes hit every configuration alike). Returns {kind: result} (module docstring)."""
+    items = trace["items"][:limit] if limit else trace["items"]
+    sets = {k: _Models(trace, device, k, model_dirs) for k in kinds}
+    res = {k: {m: {"seconds": 0.0, "items": 0, "exact": 0, "overhead_s": 0.0, "target_passes": 0, "draft_passes": 0}
+               for m in METHODS} for k in kinds}
+    order = [items[0]] * (1 if items else 0) + list(items) * repeats  # the first decode of each method warms up
+    for k_item, item in enumerate(order):
+        prepared = {}
+        for k, ms in sets.items():
+            audio = ms.audio(item)
+            prepared[k] = (audio, ms.ws["target"].encode(audio, item["n_frames"]))
         for m in METHODS:
             rec = item["m"][m]
-            state["calls"] = {r: rec["calls"].get(r, []) for r in ARCH_FILES}
-            state["counters"] = {r: new_counters() for r in ARCH_FILES}
-            if m in SPEC:
-                ws["draft"].encode = _encode_as(ws["draft"], audio, item["n_frames"])
-            if device == "cuda":
-                torch.cuda.synchronize()
-            try:
-                r = _decode(m, ws["target"], ws["draft"], head, enc, item, ctc_frames)
-                ok = r["tokens"] == rec["tokens"]
-            except ReplayDiverged as e:
-                print(f"{item['file']} {m}: replay diverged ({e})", flush=True)
-                continue
-            if warm:
-                continue
-            c = state["counters"]
-            over = sum(x["overhead_s"] for x in c.values())
-            s = res[m]
-            s["seconds"] += r["seconds"] - over
-            s["overhead_s"] += over
-            s["items"] += 1
-            s["target_passes"] += c["target"]["calls"] if weights == "placeholder" else len(rec["calls"].get("target", []))
-            s["draft_passes"] += c["draft"]["calls"] if weights == "placeholder" else len(rec["calls"].get("draft", []))
-            s["exact"] += int(ok and (weights == "real" or not any(x["diverged"] for x in c.values())))
-    base = res["ar"]["seconds"]
-    for s in res.values():
-        s["seconds"] = round(s["seconds"], 4)
-        s["overhead_s"] = round(s["overhead_s"], 4)
-    return {"family": "asr", "device": device, "weights": weights, "replayed": weights == "placeholder",
-            "model": "whisper-base (torch decoder) + CTC head; SpecASR draft whisper-tiny.en", "baseline": "ar",
-            "repeats": repeats, "audio_s": round(sum(i["n_samples"] for i in items) / 16000 * repeats, 2),
-            "methods": res,
-            "speedups": {m: round(base / s["seconds"], 3) if s["seconds"] > 0 else None for m, s in res.items()}}
+            for k, ms in sets.items():
+                r, c = ms.decode(item, m, *prepared[k])
+                if r is None or k_item == 0:
+                    continue
+                over = sum(x["overhead_s"] for x in c.values())
+                s = res[k][m]
+                s["seconds"] += r["seconds"] - over
+                s["overhead_s"] += over
+                s["items"] += 1
+                replayed = k == "placeholder"
+                s["target_passes"] += c["target"]["calls"] if replayed else len(rec["calls"].get("target", []))
+                s["draft_passes"] += c["draft"]["calls"] if replayed else len(rec["calls"].get("draft", []))
+                ok = r["tokens"] == rec["tokens"] and not (replayed and any(x["diverged"] for x in c.values()))
+                s["exact"] += int(ok)
+    out = {}
+    for k in kinds:
+        base = res[k]["ar"]["seconds"]
+        for s in res[k].values():
+            s["seconds"] = round(s["seconds"], 4)
+            s["overhead_s"] = round(s["overhead_s"], 4)
+        out[k] = {"family": "asr", "device": device, "weights": k, "replayed": k == "placeholder",
+                  "model": "whisper-base (torch decoder) + CTC head; SpecASR draft whisper-tiny.en", "baseline": "ar",
+                  "repeats": repeats, "audio_s": round(sum(i["n_samples"] for i in items) / 16000 * repeats, 2),
+                  "methods": res[k],
+                  "speedups": {m: round(base / s["seconds"], 3) if s["seconds"] > 0 else None for m, s in res[k].items()}}
+    return out
 
 
 def replay(trace: dict, device: str = "cpu", limit: int = 0, repeats: int = 1) -> dict:
     """Placeholder weights on ``device``, every decision from ``trace`` (module docstring). JSON-ready result."""
-    return _run(trace, device, "placeholder", limit, repeats)
+    return _run(trace, device, ("placeholder",), limit, repeats)["placeholder"]
 
 
 def real(trace: dict, device: str = "cpu", limit: int = 0, repeats: int = 1, model_dirs: dict | None = None) -> dict:
     """The real weights on ``device``, timed as :func:`replay` times (``exact``: produced the recorded tokens)."""
-    return _run(trace, device, "real", limit, repeats, model_dirs)
+    return _run(trace, device, ("real",), limit, repeats, model_dirs)["real"]
+
+
+def validate(trace: dict, device: str = "cpu", limit: int = 0, repeats: int = 1) -> tuple[dict, dict]:
+    """(replayed, real): both in one run, taking turns decode by decode."""
+    r = _run(trace, device, ("real", "placeholder"), limit, repeats)
+    return r["placeholder"], r["real"]
 
 
 # ---------------------------------------------------------------------------------------------------- io
@@ -308,9 +337,11 @@ def main(argv=None) -> int:
         print(f"wrote {a.out} ({Path(a.out).stat().st_size} bytes)")
         return 0
     t = load(Path(a.trace))
-    out = {"replayed": replay(t, a.device, a.limit, a.repeats)}
     if a.cmd == "validate":
-        out["real"] = real(t, a.device, a.limit, a.repeats)
+        rep, re_ = validate(t, a.device, a.limit, a.repeats)
+        out = {"replayed": rep, "real": re_}
+    else:
+        out = {"replayed": replay(t, a.device, a.limit, a.repeats)}
     print(json.dumps({k: v["speedups"] for k, v in out.items()}, indent=1))
     if a.out:
         Path(a.out).write_text(json.dumps(out, indent=1))

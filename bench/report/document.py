@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from bench.report.asr import section_asr_decoding, section_asr_offline, section_asr_stream
 from bench.report.caption import section_caption, section_ssbd
+from bench.report.gpu_replay import section_gpu_replay
 from bench.report.conversation import section_causal_final, section_conversation, section_language_english
 from bench.report.markdown import anchor, heading, num, produced_by, reflow, table
 from bench.report.results import Results
@@ -66,7 +67,7 @@ SECTIONS: tuple[Callable[[Results], str], ...] = (
     section_latency_report, section_voice, section_voice_source, section_predgen, section_ssbd, section_caption,
     section_asr_stream, section_asr_offline, section_asr_decoding, section_soak, section_duplex, section_tts,
     section_remote, section_tests_slow, section_conversation, section_language_english, section_causal_final,
-    section_vad_gate,
+    section_vad_gate, section_gpu_replay,
 )
 
 
