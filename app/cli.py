@@ -23,6 +23,7 @@ from .cli_options import BENCHES, LOG_LEVELS  # noqa: F401  (the command line's 
 from .cli_options import UsageError, config_from_args, configure_logging, parser, pop_models_option, use_models_dir
 
 EXIT_USAGE = 2
+CLOCK_REAL, CLOCK_FAST = "real time", "fast (not real time)"  # the report's "clock": how the input was fed
 LIVE_COMMANDS = ("transcribe", "assist", "caption")
 
 
@@ -43,7 +44,9 @@ class WorkerError(RuntimeError):
 
 # -- output -----------------------------------------------------------------------------------------------------
 class Printer:
-    """Prints events as they arrive (one line each; partials overwrite on a TTY)."""
+    """Prints events as they arrive (one line each, stamped with the seconds since the command started; partials
+    overwrite on a TTY). ``quiet`` (``--quiet``): only the lines marked ``result`` — final transcripts, revisions,
+    whole answers, final captions — are printed, without stamps."""
 
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
@@ -52,10 +55,10 @@ class Printer:
         self._partial = False
         self._lock = threading.Lock()  # the ASR loop and the answer/caption threads print
 
-    def line(self, text: str, partial: bool = False) -> None:
-        if self.quiet:
+    def line(self, text: str, partial: bool = False, result: bool = False) -> None:
+        if self.quiet and not result:
             return
-        stamp = f"[{time.monotonic() - self.t0:6.2f}s] "
+        stamp = "" if self.quiet else f"[{time.monotonic() - self.t0:6.2f}s] "
         with self._lock:
             if self.tty and partial:
                 sys.stdout.write("\r\033[K" + stamp + text)
@@ -96,7 +99,8 @@ class Live:
     """A live command (transcribe, assist, caption) as an adapter over :class:`engine.session.Session`: it opens
     the input (a file is decoded now: bad input fails before any model loads), the output folder and the journal
     session, and prints the session's events — each journaled by the session before it arrives here — and appends
-    the final ones to ``OUT/<command>-transcript.txt`` and ``OUT/caption.txt``.
+    the final ones to ``OUT/<command>-transcript.txt`` and ``OUT/caption.txt``: each session under a header line
+    naming its source, each line timed in seconds from the start of that source's audio (as the journal is).
 
     Raises:
         UsageError: the output folder or the journal cannot be written.
@@ -108,9 +112,11 @@ class Live:
 
         self.args, self.printer, self.out = args, printer, Path(args.out)
         self.texts: dict[int, str] = {}  # utterance → its text, revisions applied
+        self.spans: dict[int, tuple[float, float]] = {}  # utterance → its final's audio span, s
+        self._headed: set[str] = set()  # the files that have this session's header line
         source = _source(args, cfg)
-        if args.cmd == "caption":
-            args.to = args.to or cfg.caption.target_language
+        if args.cmd == "caption":  # --to went through caption.target_language's checks (config_from_args)
+            args.to = cfg.caption.target_language
         options = SessionOptions(mode=args.cmd, play=not getattr(args, "no_play", False),
                                  wav_dir=self.out if args.cmd == "assist" else None,
                                  target_language=args.to if args.cmd == "caption" else "")
@@ -136,8 +142,13 @@ class Live:
         return result
 
     def append_text(self, name: str, text: str) -> None:
-        """Append ``text`` to ``OUT/name`` (UTF-8), after it was journaled."""
+        """Append ``text`` to ``OUT/name`` (UTF-8), after it was journaled; the session's first line in the file is
+        preceded by its header (the session, its command and source, and the clock of its times)."""
         with open(self.out / name, "a", encoding="utf-8") as f:
+            if name not in self._headed:
+                self._headed.add(name)
+                f.write(f"# session {self.journal.id} ({self.args.cmd}): {self.session.source.name}; "
+                        f"[start-end] in seconds from its start\n")
             f.write(text)
 
     def end(self, status: str) -> None:
@@ -149,20 +160,20 @@ class Live:
                                         FinalTranscript, PartialTranscript, RevisedTranscript, Status)
         from engine.pipeline import Backlog
 
-        line, offset = self.printer.line, self.journal.offset_s
+        line = self.printer.line
         if isinstance(ev, PartialTranscript):
             line(f"… {ev.committed.strip()} ⟨{ev.tentative}⟩", partial=True)
         elif isinstance(ev, FinalTranscript):
-            if ev.text:
-                self.append_text(f"{self.args.cmd}-transcript.txt",
-                                 f"[{offset + ev.t_start:.2f}-{offset + ev.t_end:.2f}] {ev.text}\n")
+            if ev.text:  # on the journal's clock: seconds from the start of this session's audio
+                self.append_text(f"{self.args.cmd}-transcript.txt", f"[{ev.t_start:.2f}-{ev.t_end:.2f}] {ev.text}\n")
             self.texts[ev.utterance] = ev.text
-            line(f"you: {ev.text}")
+            self.spans[ev.utterance] = (ev.t_start, ev.t_end)
+            if ev.text:
+                line(f"you: {ev.text}", result=True)
         elif isinstance(ev, RevisedTranscript):
             self.texts.update(zip(ev.utterances, ev.texts))
-            # the span it revised, unchanged utterances inside it included, so the line reads as what was said
-            span = range(min(ev.utterances), max(ev.utterances) + 1) if ev.utterances else range(0)
-            line(f"you (revised): {' '.join(self.texts[i] for i in span if self.texts.get(i)) or ev.text}")
+            line(f"you (revised): {' '.join(self.texts[i] for i in self.revised_span(ev) if self.texts.get(i))}",
+                 result=True)
         elif isinstance(ev, Backlog):
             line("(speech recognition is back in step)" if ev.caught_up else
                  f"(speech recognition is {ev.behind_s:.1f} s behind; catching up, no audio is dropped)")
@@ -174,15 +185,31 @@ class Live:
             line("echo cancellation on (duplex.echo_cancellation)")
         elif isinstance(ev, AnswerSentence):
             line(f"assistant: {ev.text}")
-        elif isinstance(ev, AnswerDone) and ev.interrupted:
-            line("(answer interrupted)")
+        elif isinstance(ev, AnswerDone):
+            if self.printer.quiet and ev.text.strip():  # the whole answer, once
+                line(f"assistant: {ev.text.strip()}", result=True)
+            if ev.interrupted:
+                line("(answer interrupted)", result=True)
         elif isinstance(ev, AnswerSaved):
             line(f"answer audio: {ev.path}")
         elif isinstance(ev, Caption):
             if ev.final:
-                self.append_text("caption.txt", f"{ev.source}\n\t{ev.translation}\n")
+                t0, t1 = self.spans.get(ev.utterance, (None, None))
+                when = f"[{t0:.2f}-{t1:.2f}] " if t0 is not None else ""
+                self.append_text("caption.txt", f"{when}{ev.source}\n\t{ev.translation}\n")
+                if self.printer.quiet:
+                    line(f"[{self.args.to}] {ev.translation}", result=True)
+                    return
             tail = f" ⟨{ev.translation_tail.strip()}⟩" if ev.translation_tail.strip() else ""
             line(f"[{self.args.to}]{' (final)' if ev.final else ''} {ev.translation_stable}{tail}")
+
+    def revised_span(self, ev) -> range:
+        """The utterances a ``RevisedTranscript`` re-decoded, in order: those whose text changed (``ev.utterances``)
+        and every utterance whose final lies in the audio it decoded (``ev.t_start``..``ev.t_end``), unchanged ones
+        included — the line shows the whole revised span, as what was said."""
+        inside = {u for u, (a, b) in self.spans.items() if ev.t_start <= (a + b) / 2 <= ev.t_end}
+        utts = inside | set(ev.utterances)
+        return range(min(utts), max(utts) + 1) if utts else range(0)
 
 
 # -- commands ---------------------------------------------------------------------------------------------------
@@ -252,8 +279,9 @@ def cmd_models(args, cfg, rt, printer, live=None) -> dict:
 
 
 def cmd_export(args) -> int:
-    """``specvoice export FILE``: render the journal as TXT/SRT/VTT (UTF-8). Returns the exit code."""
-    from app.export import RENDER, export
+    """``specvoice export FILE``: render the latest session of the journal (``--session ID``: that one; ``all``:
+    every session, on one clock) as TXT/SRT/VTT (UTF-8). Returns the exit code."""
+    from app.export import RENDER, export, pick_session
     from engine.journal import read_journal
 
     journal = _journal_path(args)
@@ -266,13 +294,28 @@ def cmd_export(args) -> int:
         records = read_journal(journal)
         if not records:
             raise UsageError(f"no journal records in {journal}")
-        if args.session and not any(r.get("session") == args.session for r in records):
-            raise UsageError(f"no session {args.session!r} in {journal}")
-        export(records, target, args.session)
+        try:
+            session = pick_session(records, args.session)
+        except ValueError as e:
+            raise UsageError(f"{e} in {journal}") from None
+        export(records, target, session)
     except (UsageError, OSError) as e:
         return _usage_error(f"{e}")
-    print(f"exported {journal} → {target}")
+    print(f"exported {'every session' if session is None else 'session ' + session} of {journal} → {target}")
     return 0
+
+
+def summary(report: dict) -> list[str]:
+    """The lines printed at the end of a command (:func:`engine.session_report.summary_lines`); a ``--fast`` run's
+    latency lines are marked as not real-time, and a line says why."""
+    from engine.session_report import summary_lines
+
+    lines = summary_lines(report)
+    if report.get("clock") != CLOCK_FAST:
+        return lines
+    note = (f"clock: {CLOCK_FAST} — --fast fed the file as fast as it was consumed, so these latencies are not "
+            f"comparable with real-time runs (run without --fast for real-time figures)")
+    return [f"{ln} [{CLOCK_FAST}]" if "end of speech" in ln else ln for ln in lines] + [note]
 
 
 COMMANDS = {"transcribe": cmd_transcribe, "assist": cmd_assist, "caption": cmd_caption, "models": cmd_models}
@@ -293,9 +336,10 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     if args.cmd == "app":
-        from app.desktop_check import check_platform_libraries
+        from app.desktop_check import check_display, check_platform_libraries
 
-        problem = check_platform_libraries()  # before Qt: a missing X11 library is one line here, not Qt's abort
+        # before Qt: no display, or a missing X11 library, is one line here, not Qt's abort
+        problem = check_display() or check_platform_libraries()
         if problem:
             return _usage_error(f"{problem}")
         try:
@@ -342,12 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_from_args(args)
         from engine.runtime import Runtime
-        from engine.session_report import summary_lines
 
         rt = Runtime(cfg, progress=not args.quiet)
         if args.cmd in LIVE_COMMANDS:
             report["input"] = "microphone" if args.mic else str(args.audio or default_question())
             report["realtime"] = bool(args.mic or not args.fast)
+            report["clock"] = CLOCK_REAL if report["realtime"] else CLOCK_FAST
             live = Live(args, cfg, rt, printer)
             report["journal"] = str(live.journal.journal.path)
             report["session"] = live.journal.id
@@ -383,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     report_path = out / f"{args.cmd}-report.json"
     try:
         _write_json(report_path, report)
-        if code == 0:
-            for line in summary_lines(report) + [f"report: {report_path}"]:
+        if code == 0 and not args.quiet:
+            for line in summary(report) + [f"report: {report_path}"]:
                 print(line)
     except OSError as e:
         if code == 0:  # after a failure its own error line is the one the user needs

@@ -1,7 +1,10 @@
 """What the desktop app needs from the machine before it opens a window, checked without importing Qt.
 
-Two checks:
+Three checks:
 
+* :func:`check_display`: on Linux a window needs a display server (``$DISPLAY`` for X11, ``$WAYLAND_DISPLAY`` for
+  Wayland) unless Qt is asked for a platform without one (``QT_QPA_PLATFORM=offscreen``); without one Qt aborts the
+  process (exit 134) advising to reinstall the application. The check says so in one line, with the offscreen way.
 * :func:`check_platform_libraries`: Qt's xcb platform plugin (``PySide6/Qt/plugins/platforms/libqxcb.so`` and
   ``libQt6XcbQpa.so.6``) links against system X11/xcb libraries that a fresh Debian/Ubuntu desktop often lacks; when
   one is missing Qt aborts the process (exit 134) with a message that names only the first. The check opens each
@@ -56,6 +59,34 @@ XCB_LIBRARIES: tuple[tuple[str, str], ...] = (
 def _dlopen(soname: str) -> None:
     """Open ``soname`` as the dynamic loader would for Qt. Raises OSError when it cannot be loaded."""
     ctypes.CDLL(soname)
+
+
+HEADLESS_PLATFORMS = ("offscreen", "minimal", "minimalegl", "vnc", "eglfs", "linuxfb", "vkkhrdisplay")
+
+
+def check_display(env: Mapping[str, str] | None = None) -> str | None:
+    """One line for the user when Qt would find no display to open a window on: Linux, and every platform
+    ``$QT_QPA_PLATFORM`` names (none: xcb or Wayland, Qt's defaults) needs a display server that is not there
+    (xcb: ``$DISPLAY``; wayland: ``$WAYLAND_DISPLAY``). None when there is one, when a platform without a display
+    (offscreen, minimal, vnc, eglfs, linuxfb, …) or one this check does not know is asked for, or off Linux."""
+    env = os.environ if env is None else env
+    if not sys.platform.startswith("linux"):
+        return None
+    x11, wayland = bool(env.get("DISPLAY")), bool(env.get("WAYLAND_DISPLAY"))
+    chosen = [p.split(":")[0].strip() for p in env.get("QT_QPA_PLATFORM", "").split(";") if p.strip()]
+    if not chosen:
+        if x11 or wayland:
+            return None
+        why = "DISPLAY and WAYLAND_DISPLAY are not set"
+    else:
+        for name in chosen:
+            if (name == "xcb" and x11) or (name.startswith("wayland") and wayland) or (
+                    name != "xcb" and not name.startswith("wayland")):
+                return None
+        why = f"QT_QPA_PLATFORM={env.get('QT_QPA_PLATFORM', '').strip()} needs " + (
+            "DISPLAY" if chosen[0] == "xcb" else "WAYLAND_DISPLAY") + ", which is not set"
+    return (f"no display to open the desktop app's window on ({why}; an SSH session?): run it in a desktop session, "
+            f"over ssh -X, or without a window with QT_QPA_PLATFORM=offscreen specvoice app")
 
 
 def platform_is_xcb(env: Mapping[str, str] | None = None) -> bool:

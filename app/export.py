@@ -1,8 +1,15 @@
-"""Transcript and caption exports (TXT, SRT, VTT) rendered from the session journal (:mod:`engine.journal`).
+"""Conversation exports (TXT, SRT, VTT) rendered from the session journal (:mod:`engine.journal`).
 
-All sessions of a journal share one continuous clock (each starts after the previous one ended, see
-:func:`engine.journal.session_offsets`), cues never overlap, and files are written as UTF-8. ``session=ID`` renders a
-single session on its own clock (starting at 0) instead.
+Every format carries the same lines: what the user said (each utterance's latest revised text where the second pass
+revised it; a line whose words all moved to a neighbour is left out), the assistant's answers (timed when they were
+spoken), and captions (the source, revised where a revision exists, and its translation, in place of the plain
+transcript of the same utterance). In SRT and VTT a session with answers labels its lines "You:" and "Assistant:"
+(a transcript or caption session's cues are the plain text, as subtitles are); TXT labels every line.
+
+One session (``session=ID``) is rendered on its own clock: seconds from the start of the audio it heard (the file,
+the microphone). ``session=None`` renders every session on one continuous clock (each starts after the previous one
+ended, see :func:`engine.journal.session_offsets`) so that cues never overlap. TXT starts each session with a header
+line naming its source and VTT with a NOTE; SRT has no comments. Files are written as UTF-8.
 """
 
 from __future__ import annotations
@@ -13,13 +20,16 @@ from pathlib import Path
 from engine.journal import read_journal, session_offsets
 
 MIN_CUE_S = 2.0  # duration given to a cue without an end time, seconds
+WORDS_PER_S = 2.5  # an answer journaled without its audio's times is shown as long as it takes to say it
 WHO = {"user": "You", "assistant": "Assistant", "caption": "Caption"}
+ALL = "all"  # ``specvoice export --session all``: every session of the journal
 
 
 @dataclass
 class Item:
     """One line of the conversation. ``kind``: "user", "assistant" or "caption"; times in seconds of the
-    session's audio (``t_start``/``t_end``; an answer gets the end time of the words it answers)."""
+    session's audio (``t_start``/``t_end``; an answer when it was spoken), plus the session's start on the
+    continuous clock when several sessions are rendered."""
 
     kind: str
     text: str
@@ -29,6 +39,53 @@ class Item:
     utterance: int = -1
     session: str = ""
     language: str = ""  # a user line's ISO 639-1 code ("" when not known)
+
+
+# -- sessions ---------------------------------------------------------------------------------------------------
+def session_ids(records: list[dict]) -> list[str]:
+    """The sessions of ``records``, in the order they started."""
+    out: dict[str, None] = {}
+    for r in records:
+        sid = r.get("session")
+        if isinstance(sid, str):
+            out.setdefault(sid)
+    return list(out)
+
+
+def latest_session(records: list[dict]) -> str | None:
+    """The session that started last (None: no session)."""
+    ids = session_ids(records)
+    return ids[-1] if ids else None
+
+
+def pick_session(records: list[dict], which: str | None) -> str | None:
+    """The ``session`` argument of the renderers for ``specvoice export --session which``: None (no option) → the
+    latest session, :data:`ALL` → None (every session, one continuous clock), an id → that id.
+
+    Raises:
+        ValueError: no session in ``records``, or no session ``which``.
+    """
+    ids = session_ids(records)
+    if not ids:
+        raise ValueError("the journal has no session")
+    if which == ALL:
+        return None
+    if which is None:
+        return ids[-1]
+    if which not in ids:
+        raise ValueError(f"no session {which!r} (sessions: {', '.join(ids[-5:])}{' …' if len(ids) > 5 else ''}; "
+                         f"or --session {ALL})")
+    return which
+
+
+def source_line(head: dict | None, sid: str, start: float | None = None) -> str:
+    """What a session heard, in words, for a header: its id, command, source (a file or the microphone), start time,
+    and where its clock starts (``start``: its start on the continuous clock; None: its own clock)."""
+    head = head or {}
+    source = str(head.get("input") or "an unknown source")
+    what = f"session {sid} ({', '.join(str(head[k]) for k in ('command', 'started') if head.get(k))})"
+    where = "times from its start" if start is None else f"it starts at {clock(start, '.')} on this export's clock"
+    return f"{what}: {source}; {where}"
 
 
 def revised_texts(records: list[dict]) -> dict[tuple[str, int], str]:
@@ -45,10 +102,13 @@ def revised_texts(records: list[dict]) -> dict[tuple[str, int], str]:
     return out
 
 
+# -- the lines --------------------------------------------------------------------------------------------------
 def items(records: list[dict], session: str | None = None) -> list[Item]:
-    """The conversation lines of ``records`` (of one ``session`` when given), times on the continuous clock (or on
-    the session's own clock when ``session`` is given). A user line shows its utterance's latest revised text
-    (``revision`` records); one whose words all moved to a neighbour is left out."""
+    """The conversation lines of ``records``: of one ``session`` on its own clock, or (None, :data:`ALL`) of every
+    session on the continuous clock. A user line shows its utterance's latest revised text (``revision`` records);
+    one whose words all moved to a neighbour is left out. A caption's source shows the revised text too (its
+    translation is the one made live). An answer without an end time lasts as long as it takes to say."""
+    session = None if session == ALL else session
     offsets = session_offsets(records)
     revised = revised_texts(records)
     out = []
@@ -62,67 +122,108 @@ def items(records: list[dict], session: str | None = None) -> list[Item]:
         t1 = float(t1) if isinstance(t1, (int, float)) else t0
         utt = r.get("utterance")
         text = str(r.get("text", ""))
+        key = (str(r.get("session", "")), utt)
         if r["type"] == "user" and isinstance(utt, int):
-            text = revised.get((str(r.get("session", "")), utt), text)
+            text = revised.get(key, text)
             if not text.strip():
                 continue
+        elif r["type"] == "caption" and isinstance(utt, int) and revised.get(key, "").strip():
+            text = revised[key]
+        elif r["type"] == "assistant" and t1 <= t0:
+            t1 = t0 + max(MIN_CUE_S, len(text.split()) / WORDS_PER_S)
         out.append(Item(r["type"], text, off + t0, off + t1, str(r.get("translation") or ""),
-                        utt if isinstance(utt, int) else -1, str(r.get("session", ""))))
+                        utt if isinstance(utt, int) else -1, str(r.get("session", "")), str(r.get("language") or "")))
     return out
 
 
-def cues(lines: list[Item]) -> list[tuple[float, float, str]]:
-    """Subtitle cues (start s, end s, text) from the user and caption lines: a caption replaces the plain
-    transcript of the same utterance; sorted, and each cue ends no later than the next one starts."""
+def conversation(lines: list[Item]) -> list[Item]:
+    """``lines`` as every format shows them: a caption stands for the plain transcript of the same utterance, and
+    lines without text are left out."""
     captioned = {(it.session, it.utterance) for it in lines if it.kind == "caption" and it.utterance >= 0}
-    raw = []
-    for it in lines:
-        if it.kind == "assistant" or not it.text.strip():
-            continue
-        if it.kind == "user" and (it.session, it.utterance) in captioned:
-            continue
-        raw.append((it.t_start, it.t_end, it.text + (f"\n{it.translation}" if it.translation else "")))
-    raw.sort(key=lambda c: c[0])
-    out: list[tuple[float, float, str]] = []
-    for i, (a, b, text) in enumerate(raw):
+    return [it for it in lines if (it.text.strip() or it.translation.strip())
+            and not (it.kind == "user" and (it.session, it.utterance) in captioned)]
+
+
+def _cue_text(it: Item, labelled: bool) -> str:
+    text = " ".join(it.text.split())
+    if labelled and it.kind in ("user", "assistant"):
+        text = f"{WHO[it.kind]}: {text}"
+    translation = " ".join(it.translation.split())
+    return "\n".join(x for x in (text, translation) if x)
+
+
+def _cues(lines: list[Item]) -> list[tuple[float, float, str, str]]:
+    """(start s, end s, text, session) of every line of :func:`conversation`, sorted; each ends no later than the
+    next one starts."""
+    lines = conversation(lines)
+    talks = {it.session for it in lines if it.kind == "assistant"}  # sessions with answers: lines are labelled
+    raw = sorted(((it.t_start, it.t_end, _cue_text(it, it.session in talks), it.session) for it in lines),
+                 key=lambda c: c[0])
+    out: list[tuple[float, float, str, str]] = []
+    for i, (a, b, text, sid) in enumerate(raw):
         if out:
             a = max(a, out[-1][1])
         if b <= a:
             b = a + MIN_CUE_S
         if i + 1 < len(raw) and raw[i + 1][0] > a:
             b = min(b, raw[i + 1][0])
-        out.append((a, max(b, a + 0.001), text))
+        out.append((a, max(b, a + 0.001), text, sid))
     return out
 
 
-def to_txt(records: list[dict], session: str | None = None) -> str:
-    """The conversation as text: one ``[hh:mm:ss.mmm] Who: text`` line per item, a header line per session."""
-    lines = []
+def cues(lines: list[Item]) -> list[tuple[float, float, str]]:
+    """Subtitle cues (start s, end s, text) of ``lines``: user lines, answers and captions (source, then its
+    translation on the next line); sorted, and each cue ends no later than the next one starts."""
+    return [(a, b, text) for a, b, text, _ in _cues(lines)]
+
+
+def _heads(records: list[dict], session: str | None) -> list[tuple[str, str]]:
+    """(session id, header line) of each session rendered, in order."""
+    session = None if session == ALL else session
     heads = {r["session"]: r for r in records if r.get("type") == "session" and "session" in r}
-    current = None
-    for it in items(records, session):
-        if it.session != current:
-            current = it.session
-            h = heads.get(current)
-            if h is not None:
-                what = " ".join(str(h[k]) for k in ("command", "input") if h.get(k))
-                lines.append(f"# session {current}: {what} ({h.get('started', '')})")
-        line = f"[{clock(it.t_start, '.')}] {WHO[it.kind]}: {it.text}"
-        if it.translation:
-            line += f"\n    → {it.translation}"
-        lines.append(line)
-    return "\n".join(lines) + "\n"
+    offsets = session_offsets(records)
+    ids = [session] if session is not None else session_ids(records)
+    return [(sid, source_line(heads.get(sid), sid, None if session is not None else offsets.get(sid, 0.0)))
+            for sid in ids]
+
+
+# -- formats ----------------------------------------------------------------------------------------------------
+def to_txt(records: list[dict], session: str | None = None) -> str:
+    """The conversation as text: a ``# session …`` header line per session (its source and its clock), then one
+    ``[hh:mm:ss.mmm] Who: text`` line per item (a caption's translation on the next line, after "→")."""
+    lines = conversation(items(records, session))
+    out = []
+    for sid, head in _heads(records, session):
+        out.append(f"# {head}")
+        for it in lines:
+            if it.session != sid:
+                continue
+            line = f"[{clock(it.t_start, '.')}] {WHO[it.kind]}: {' '.join(it.text.split())}"
+            if it.translation:
+                line += f"\n    → {' '.join(it.translation.split())}"
+            out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def to_srt(records: list[dict], session: str | None = None) -> str:
+    """SubRip: numbered cues from 1, ``hh:mm:ss,mmm --> hh:mm:ss,mmm``, a blank line between cues."""
     blocks = [f"{i}\n{clock(a, ',')} --> {clock(b, ',')}\n{text}\n"
               for i, (a, b, text) in enumerate(cues(items(records, session)), 1)]
     return "\n".join(blocks)
 
 
+def _vtt_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def to_vtt(records: list[dict], session: str | None = None) -> str:
-    blocks = ["WEBVTT\n"] + [f"{clock(a, '.')} --> {clock(b, '.')}\n{text}\n"
-                             for a, b, text in cues(items(records, session))]
+    """WebVTT: the ``WEBVTT`` header, a NOTE naming each session's source before its cues, the cues (text escaped)."""
+    all_cues = _cues(items(records, session))
+    blocks = ["WEBVTT\n"]
+    for sid, head in _heads(records, session):
+        blocks.append(f"NOTE {_vtt_escape(head).replace('--', '—')}\n")
+        blocks += [f"{clock(a, '.')} --> {clock(b, '.')}\n{_vtt_escape(text)}\n"
+                   for a, b, text, s in all_cues if s == sid]
     return "\n".join(blocks)
 
 
@@ -130,7 +231,7 @@ RENDER = {".txt": to_txt, ".srt": to_srt, ".vtt": to_vtt}
 
 
 def export(records: list[dict], path: str | Path, session: str | None = None) -> Path:
-    """Write TXT, SRT or VTT (by the file's suffix) as UTF-8; returns the path.
+    """Write TXT, SRT or VTT (by the file's suffix) of ``session`` (None: every session) as UTF-8; returns the path.
 
     Raises:
         ValueError: another suffix.
@@ -146,7 +247,8 @@ def export(records: list[dict], path: str | Path, session: str | None = None) ->
 
 class History:
     """The desktop app's view of its journal at ``path`` (written by the session engine, :mod:`engine.journal`):
-    the items it holds, with revisions applied, and the exports."""
+    the items it holds, with revisions applied, and the exports of every session on one continuous clock (the
+    app's sessions are the turns of one conversation)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)

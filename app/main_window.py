@@ -659,10 +659,11 @@ def run_app(argv=None, config_path: str | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from .desktop_check import check_platform_libraries
+    from .desktop_check import check_display, check_platform_libraries
 
-    problem = None if QApplication.instance() else check_platform_libraries()
-    if problem:  # Qt would abort the process (exit 134) naming only the first missing library
+    # Qt would abort the process (exit 134): with no display, or naming only the first missing library
+    problem = None if QApplication.instance() else check_display() or check_platform_libraries()
+    if problem:
         print(f"specvoice: error: {problem}", file=sys.stderr)
         return 2
     app = QApplication.instance() or QApplication(sys.argv if argv is None else argv)

@@ -5,7 +5,9 @@ SIGKILL) loses nothing that had been printed or displayed; a torn last line is s
 never truncated or rewritten: each run appends its own records after the earlier sessions'.
 
 Records (``type``):
-    * ``session`` — a session starts: ``command``, ``input``, ``started`` (ISO local time).
+    * ``session`` — a session starts: ``command``, ``input`` (the file it heard, or ``microphone``), ``started``
+      (ISO local time). Every time of the session's records is on its own audio's clock: seconds since its source
+      (that file, that microphone) started.
     * ``user`` — a final transcript: ``utterance``, ``text``, ``t_start``/``t_end`` (audio seconds since the
       session's source started), ``latency_s`` (end of speech → final transcript, s, or null), and ``language``
       (ISO 639-1 code it was decoded in) when known.
@@ -13,15 +15,17 @@ Records (``type``):
       ``texts`` (each utterance's new text, "" when its words moved to a neighbour), ``t_start``/``t_end`` (the
       audio span decoded), ``language`` when known. The exports show the revised text.
     * ``answer_sentence`` — one sentence of the answer as it went to the voice: ``utterance``, ``index``, ``text``.
-    * ``assistant`` — the whole answer: ``utterance``, ``text``, ``interrupted``, ``t_start``/``t_end``.
+    * ``assistant`` — the whole answer: ``utterance``, ``text``, ``interrupted``, ``t_start``/``t_end`` — when it
+      was spoken on the session's clock (its first audio: the end of the question's speech plus the measured end of
+      speech → first audio; its end: plus the audio played), or the end of the question when no audio played.
     * ``caption`` — a final caption: ``utterance``, ``text`` (source), ``translation``, ``t_start``/``t_end``.
     * ``error`` — an error shown to the user: ``where``, ``message``.
     * ``session_end`` — ``audio_s`` (audio seconds the session consumed) and ``status``.
 Every record carries ``session`` (the session id) and ``wall`` (Unix time, s).
 
-The exports (:mod:`app.export`) put all sessions on one continuous clock: a session starts
-:data:`SESSION_GAP_S` after the end of the previous one (its ``audio_s``, or its last record's ``t_end`` when it
-was killed), so cues of different sessions never overlap.
+An export (:mod:`app.export`) of one session keeps its clock. An export of several sessions puts them on one
+continuous clock: a session starts :data:`SESSION_GAP_S` after the end of the previous one (its ``audio_s``, or its
+last record's ``t_end`` when it was killed), so cues of different sessions never overlap.
 """
 
 from __future__ import annotations
@@ -146,7 +150,8 @@ class Journal:
 
 
 class Session:
-    """One session's writer. ``offset_s``: where the session starts on the journal's continuous clock (s)."""
+    """One session's writer. Its records' times are on the session's own audio clock; ``offset_s`` is only where
+    the session would start on the continuous clock of an export of every session (s)."""
 
     def __init__(self, journal: Journal, session_id: str, offset_s: float):
         self.journal = journal
@@ -218,14 +223,31 @@ class JournalWriter:
     def __init__(self, journal):
         self.journal = journal
         self.eos: dict[int, float] = {}  # utterance → wall time of its end of speech
+        self.eos_t: dict[int, float] = {}  # utterance → audio time of its end of speech, s
+        self.said: dict[int, list[float]] = {}  # utterance → [audio time its answer's first audio played, seconds]
         self.spans: dict[int, tuple[float, float]] = {}  # utterance → (t_start, t_end) of its final, audio s
         self._users: set[int] = set()  # utterances with a "user" record
 
     def note(self, ev) -> None:
         if isinstance(ev, SpeechEnded):
             self.eos[ev.utterance] = ev.wall
+            self.eos_t[ev.utterance] = ev.t
         elif isinstance(ev, FinalTranscript):
             self.spans[ev.utterance] = (ev.t_start, ev.t_end)
+
+    def spoken(self, utterance: int, seconds: float, wall: float) -> None:
+        """``seconds`` of ``utterance``'s answer audio went to the player at ``wall`` (``time.monotonic``): the
+        answer record is timed from its first audio (on the session's clock: the end of the question's speech plus
+        the end of speech → this audio, as the latency report measures it) to the end of the audio played."""
+        said = self.said.get(utterance)
+        if said is None:
+            e, t = self.eos.get(utterance), self.eos_t.get(utterance)
+            if e is not None and t is not None:
+                start = t + max(0.0, wall - e)
+            else:
+                start = self.spans.get(utterance, (0.0, 0.0))[1]
+            said = self.said[utterance] = [start, 0.0]
+        said[1] += max(0.0, float(seconds))
 
     def write(self, ev) -> None:
         """Journal ``ev`` if the journal keeps it (durable on return).
@@ -250,8 +272,12 @@ class JournalWriter:
         elif isinstance(ev, AnswerSentence):
             j.answer_sentence(ev.utterance, ev.index, ev.text)
         elif isinstance(ev, AnswerDone):
-            t = self.spans.get(ev.utterance, (None, None))[1]
-            j.answer(ev.utterance, ev.text, ev.interrupted, t, t)
+            said = self.said.get(ev.utterance)
+            if said is not None:
+                j.answer(ev.utterance, ev.text, ev.interrupted, said[0], said[0] + said[1])
+            else:  # no audio played (interrupted first, or no voice): at the end of the question
+                t = self.spans.get(ev.utterance, (None, None))[1]
+                j.answer(ev.utterance, ev.text, ev.interrupted, t, t)
         elif isinstance(ev, Caption) and ev.final:
             t0, t1 = self.spans.get(ev.utterance, (None, None))
             j.caption(ev.utterance, ev.source, ev.translation, t0, t1)

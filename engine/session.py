@@ -564,6 +564,8 @@ class Session:
                 self._talk["answer"] = True
                 if player is not None:
                     player.play(ev.samples, ev.sample_rate)
+                # the answer's journal record is timed when it was spoken, on the session's audio clock
+                self.writer.spoken(ev.utterance, len(ev.samples) / max(1, int(ev.sample_rate)), time.monotonic())
                 self.conversation.mark_heard()
         elif isinstance(ev, AnswerDone):
             self._talk["answer"] = False

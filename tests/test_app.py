@@ -157,7 +157,9 @@ def test_exports_parse_and_history_survives_a_crash(tmp_path):
     assert [i.kind for i in h2.items] == ["user", "assistant", "caption"]
     srt = h2.export(tmp_path / "x.srt").read_text()
     cues = re.findall(r"(\d+)\n(\d\d:\d\d:\d\d,\d{3}) --> (\d\d:\d\d:\d\d,\d{3})\n(.+?)\n", srt)
-    assert [c[0] for c in cues] == ["1", "2"] and cues[1][1:3] == ("00:00:03,000", "00:00:05,250")
+    # the answer too, labelled (a session with answers), and the caption in place of its utterance's transcript
+    assert [c[0] for c in cues] == ["1", "2", "3"] and cues[2][1:3] == ("00:00:03,000", "00:00:05,250")
+    assert [c[3] for c in cues] == ["You: Hello there", "Assistant: Hi! How can I help?", "And so my fellow Americans"]
     vtt = h2.export(tmp_path / "x.vtt").read_text()
     assert vtt.startswith("WEBVTT") and "00:00:00.500 --> 00:00:01.700" in vtt and "Mitbürger" in vtt
     txt = h2.export(tmp_path / "x.txt").read_text()

@@ -34,7 +34,8 @@ def test_transcribe_prints_live_events_and_writes_report(tmp_path, jfk_path):
     assert jiwer.wer(NORM(JFK_TEXT), NORM(asr["text"])) <= 0.1
     assert all(u["eos_to_final_s"] is not None and u["eos_to_final_s"] >= 0 for u in asr["utterances"])
     lines = (tmp_path / "transcribe-transcript.txt").read_text().splitlines()
-    assert len(lines) == len(asr["utterances"])
+    assert lines[0].startswith("# session ") and str(jfk_path) in lines[0]  # the session and the audio it heard
+    assert len(lines) - 1 == len([u for u in asr["utterances"] if u["text"]])
     # a revision is shown as the span it revised (unchanged utterances inside it included): a part of the text
     for line in r.stdout.splitlines():
         if "you (revised):" in line:

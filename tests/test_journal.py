@@ -1,5 +1,5 @@
-"""The session journal: durable before shown (SIGKILL), sessions never erased, exports on one clock; the queue
-policy (stale partials may go, finals never)."""
+"""The session journal: durable before shown (SIGKILL), sessions never erased, exports of every session on one clock;
+the queue policy (stale partials may go, finals never)."""
 
 import os
 import re
@@ -95,12 +95,17 @@ def test_a_second_session_keeps_the_first_and_exports_do_not_overlap(tmp_path, j
     finals = {s: [r["text"] for r in records if r["type"] == "user" and r["session"] == s] for s in sessions}
     assert finals[sessions[0]] and finals[sessions[0]] == finals[sessions[1]]
     lines = (out / "transcribe-transcript.txt").read_text(encoding="utf-8").splitlines()
+    assert [ln for ln in lines if ln.startswith("# session ")] == [ln for ln in lines if not ln.startswith("[")]
+    assert [ln.split()[2] for ln in lines if ln.startswith("# session ")] == sessions
+    lines = [ln for ln in lines if ln.startswith("[")]
     assert len(lines) == 2 * len(finals[sessions[0]])
-    # the live transcript is on the journal's continuous clock too: the second run starts after the first
+    # the live transcript is on each session's own clock: the second run's lines have the first run's times
     stamps = [tuple(map(float, re.match(r"\[([\d.]+)-([\d.]+)\]", ln).groups())) for ln in lines]
-    assert all(b[0] >= a[1] for a, b in zip(stamps, stamps[1:]))
-    for fmt in ("srt", "vtt", "txt"):
-        r = run_cli(["export", str(tmp_path / f"all.{fmt}"), "--out", str(out)])
+    half = len(stamps) // 2
+    flat = [t for span in stamps for t in span]
+    assert flat[2 * half:] == pytest.approx(flat[:2 * half], abs=0.3) and stamps[0][0] < 1.0
+    for fmt in ("srt", "vtt", "txt"):  # every session, one after the other on one clock
+        r = run_cli(["export", str(tmp_path / f"all.{fmt}"), "--out", str(out), "--session", "all"])
         assert r.returncode == 0, r.stderr
     srt = (tmp_path / "all.srt").read_text(encoding="utf-8")
     spans = [(_secs(a), _secs(b)) for a, b in re.findall(r"(\d\d:\d\d:\d\d,\d{3}) --> (\d\d:\d\d:\d\d,\d{3})", srt)]
@@ -109,8 +114,11 @@ def test_a_second_session_keeps_the_first_and_exports_do_not_overlap(tmp_path, j
     assert spans[len(spans) // 2][0] >= 12.0  # the second session starts after the first one's 12 s
     assert (tmp_path / "all.vtt").read_text(encoding="utf-8").startswith("WEBVTT")
     assert (tmp_path / "all.txt").read_text(encoding="utf-8").count("# session") == 2
-    r = run_cli(["export", str(tmp_path / "one.srt"), "--out", str(out), "--session", sessions[1]])
+    r = run_cli(["export", str(tmp_path / "one.srt"), "--out", str(out), "--session", sessions[0]])
     assert r.returncode == 0 and (tmp_path / "one.srt").read_text(encoding="utf-8").startswith("1\n00:00:0")
+    r = run_cli(["export", str(tmp_path / "latest.srt"), "--out", str(out)])  # the latest session, its own clock
+    assert r.returncode == 0 and (tmp_path / "latest.srt").read_text(encoding="utf-8").startswith("1\n00:00:0")
+    assert len(re.findall(" --> ", (tmp_path / "latest.srt").read_text(encoding="utf-8"))) == len(spans) // 2
     r = run_cli(["export", str(tmp_path / "x.doc"), "--out", str(out)])
     assert r.returncode == 2 and r.stderr.count("\n") == 1
 
