@@ -159,6 +159,7 @@ def summarise(rows: list[dict]) -> dict:
             "eos_to_final_s_p50": pct(fin, 50), "eos_to_final_s_p90": pct(fin, 90),
             "final_to_first_audio_s_p50": pct([r["final_to_first_audio_s"] for r in ok], 50),
             "nfetfs_1_rate": _r(sum(n == 1 for n in nfe) / len(nfe)) if nfe else None,
+            "nfetfs_0_rate": _r(sum(n == 0 for n in nfe) / len(nfe)) if nfe else None,  # no verification needed
             "nfetfs_mean": _r(statistics.mean(nfe), 2) if nfe else None,
             "presynth_rate": _r(sum(bool(r["presynth_used"]) for r in ok) / len(ok)) if ok else None,
             "accepted_tokens_mean": _r(statistics.mean(r["accepted_tokens"] for r in ok), 2) if ok else None,

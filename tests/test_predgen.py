@@ -83,7 +83,7 @@ def test_presynthesised_first_sentence_is_played_as_is(pg_factory):
     audio_obj = pg.cand.audio
     got = []
     info = pg.finish(QUESTION, on_sentence=lambda i, t, a, p: got.append((i, t, a, p)))
-    assert info.presynth_used and info.nfetfs == 1
+    assert info.presynth_used and info.nfetfs == 0  # the candidate's own prompt: nothing to verify
     assert got[0][0] == 0 and got[0][2] is audio_obj and got[0][3] is True
     assert len(got) >= 1 and info.answer.startswith(got[0][1])
 

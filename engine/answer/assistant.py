@@ -49,6 +49,10 @@ class AnswerMetrics:
     nfetfs: int | None = None  # LLM forward passes from end of input to the first sentence
     presynth_used: bool = False  # PredGen: the pre-synthesised first sentence was played as is
     accepted_tokens: int = 0  # PredGen: candidate tokens accepted by the final verification
+    # PredGen: whether the final verification ran (False: the final transcript was the candidate's own prompt, so
+    # the candidate is greedy's answer as it is: NFETFS 0 when its first sentence was pre-synthesised; None: not
+    # PredGen)
+    verified: bool | None = None
     speculative_updates: int = 0
     steps: list = field(default_factory=list)  # PredGen StepInfo of each update this turn
     sentences: int = 0
@@ -209,7 +213,9 @@ class PredGenAssistant(Assistant):
     """:class:`Assistant` that speculates on partial transcripts with PredGen (engine.answer.predictive).
 
     ``speculate(partial)`` runs one bounded update (Algorithm 1 lines 9–14); ``answer(final)`` runs the final
-    verification and plays the pre-synthesised first sentence when it was accepted (lines 17–26).
+    verification and plays the pre-synthesised first sentence when it was accepted (lines 17–26), or, when the final
+    transcript is the text the candidate was generated from (the final is the last partial's hypothesis), plays it at
+    once without a verification (NFETFS 0; :meth:`engine.answer.predictive.PredGen.finish`).
     """
 
     def __init__(self, lm, tts, system_prompt: str, max_tokens: int = 256,
@@ -267,6 +273,7 @@ class PredGenAssistant(Assistant):
             info = self.pg.finish(user_text, on_sentence, cancel)
             text = info.answer
             m.nfetfs, m.presynth_used, m.accepted_tokens = info.nfetfs, info.presynth_used, info.accepted
+            m.verified = info.verified
             m.gen.new_tokens, m.gen.decode_s = info.gen_tokens, info.decode_s
             m.gen.prompt_tokens = n_prompt
         except Exception as e:

@@ -12,6 +12,13 @@ Algorithm 1, with AR ``predictive_generate`` (§3.3):
                                           else     → predictive_generate(k, P_N, R_{N-1}); play A_N (line 23)
                                           then generate the rest, sentence by sentence          (line 26)
 
+When P_N is the prompt R_{N-1} was generated from (the final transcript is the last partial's text), the final
+verification cannot change anything: every token of R_{N-1} was accepted by the verifier on P_N itself or generated
+greedily after those, so the verifier (greedy, top-k, biased: each a function of the logits of P_N ⊕ R that accepts
+greedy's tokens) would accept all of it — with the greedy verifier R_{N-1} is greedy's answer. It is skipped: A_{N-1}
+is played at once (NFETFS = 0) and generation goes on from the KV cache the update left. Whenever the prompts differ
+(and for the reflection verifier, whose judge reads another prompt) it runs as above.
+
 Verification (§3.1) concatenates S = P ⊕ R and runs ONE forward pass over the part of S not already cached
 (the prompt's common prefix with the cache is reused), then crops the KV cache to P ⊕ R[:k] — the accepted tokens'
 KV is kept and never recomputed; generation resumes from the correction token, which that same pass produced.
@@ -47,6 +54,9 @@ REFLECTION_TEMPLATE = ("You are given an incomplete prompt and the model's specu
                        "Partial Prompt: {prompt}\nPartial Answer: {answer}")
 
 VERIFIERS = ("greedy", "top_k", "reflection", "biased")
+# verifiers whose verdict is a function of the logits of P ⊕ R that accepts every greedy token: on the prompt R was
+# generated from they accept all of R, so the final verification is skipped when the prompts are equal
+SAME_PROMPT_ACCEPTS_ALL = ("greedy", "top_k", "biased")
 
 
 def first_sentence(detokenize: Callable, tokens: list[int], first_clause_words: int = 0) -> tuple[int, str] | None:
@@ -81,6 +91,8 @@ class Candidate:
     first_text: str = ""
     audio: np.ndarray | None = None
     audio_text: str = ""
+    # the greedy token after P ⊕ R when the update left all of P ⊕ R evaluated in the KV cache (None: unknown)
+    next_token: int | None = None
 
 
 @dataclass
@@ -102,7 +114,8 @@ class StepInfo:
 class FinalInfo:
     """The end-of-input step: ``nfetfs`` = LLM forward passes from end of input to the first sentence;
     ``ttfs_s`` = compute time to the first sentence; ``audio_s`` = time to the first audio being ready;
-    ``presynth_used`` = A_{N-1} was played as is."""
+    ``presynth_used`` = A_{N-1} was played as is; ``verified`` = the final verification ran (False: the final prompt
+    was R_{N-1}'s own, nothing to verify)."""
 
     accepted: int
     nfetfs: int
@@ -114,6 +127,7 @@ class FinalInfo:
     answer_tokens: list[int] = field(default_factory=list)
     gen_tokens: int = 0
     decode_s: float = 0.0
+    verified: bool = True
 
 
 class PredGen:
@@ -251,23 +265,58 @@ class PredGen:
     # -- predictive_generate (§3.3) --------------------------------------------------------------------------------
     def _extend(self, out: list[int], nxt: int | None, budget: int, cancel: threading.Event | None,
                 stop_at_first: bool, speculative: bool = False) -> tuple[list[int], int, bool]:
-        """AR greedy from the cached P ⊕ out, starting with token ``nxt``. Returns (out, forward passes, ended)."""
+        """AR greedy from the cached P ⊕ out, starting with token ``nxt``. Returns (out, forward passes, ended).
+        :attr:`_after` is then the greedy token after the returned ``out`` when the cache holds all of P ⊕ out
+        (an end-of-answer token when ended), else None (its last token was not evaluated)."""
         nfe = 0
         n_new = 0
+        self._after = None
         while nxt is not None and n_new < budget and len(out) < self.max_tokens:
             if nxt in self.lm.eos_ids:
+                self._after = nxt
                 return out, nfe, True
             out.append(nxt)
             n_new += 1
             if stop_at_first and first_sentence(self.lm.detokenize, out, self.first_clause_words) is not None:
                 return out, nfe, False  # its KV is not needed until the next verification re-evaluates it
             if cancel is not None and cancel.is_set():
-                break
+                return out, nfe, False
             if speculative:
                 self._yield_to_asr(cancel)
             nxt = self._step(nxt, speculative)
             nfe += 1
+        self._after = nxt
         return out, nfe, False
+
+    _after: int | None = None
+
+    def _resume(self, prompt: list[int], response: list[int], next_token: int | None
+                ) -> tuple[list[int], int] | None:
+        """Where greedy decoding after ``prompt`` ⊕ ``response`` goes on without a forward pass: (out, nxt) with the
+        KV cache holding ``prompt`` ⊕ out and ``nxt`` the token after out, not yet evaluated — all of ``response``
+        and ``next_token`` when the cache holds all of it, else ``response`` but its last token (the update stopped
+        at the first sentence, or was cancelled, before evaluating it). None when the cache holds neither (another
+        prompt was pre-filled since, or another session wrote the LM's cache)."""
+        s = self.session
+        s._claim()  # the cache as this session last left it, or empty if another session wrote it since
+        full = list(prompt) + list(response)
+        if s.tokens == full and next_token is not None:
+            return list(response), next_token
+        if response and s.tokens == full[:-1]:
+            return list(response[:-1]), response[-1]
+        return None
+
+    def _refill(self, prompt: list[int], response: list[int]) -> tuple[list[int], int]:
+        """ONE forward pass that puts ``prompt`` ⊕ ``response`` in the KV cache, evaluating only what the cache
+        does not already hold (at least the last token, for its row); returns (``response``, the greedy token after
+        it). The tokens are taken as they are, not verified."""
+        s = self.session
+        s._claim()
+        full = list(prompt) + list(response)
+        n = min(V.common_prefix(s.tokens, full), len(full) - 1)
+        s.crop(n)
+        row = s.eval(full[n:])[-1]
+        return list(response), int(np.argmax(row))
 
     _steps: GreedySteps | None = None  # the final step's decoding (one streamed request on an LLM server)
 
@@ -332,7 +381,7 @@ class PredGen:
         fs = first_sentence(self.lm.detokenize, out, self.first_clause_words)
         if fs is None and ended and out:  # a complete one-sentence answer (EOS, no trailing space)
             fs = (len(out), self.lm.detokenize(out).strip())
-        new = Candidate(prompt, out, fs[0] if fs else None, fs[1] if fs else "")
+        new = Candidate(prompt, out, fs[0] if fs else None, fs[1] if fs else "", next_token=self._after)
         tts_s = 0.0
         if fs and fs[1] == c.audio_text and c.audio is not None:
             new.audio, new.audio_text = c.audio, c.audio_text  # unchanged: keep A_i
@@ -348,7 +397,9 @@ class PredGen:
     def finish(self, final: str, on_sentence: Callable[[int, str, np.ndarray | None, bool], None] | None = None,
                cancel: threading.Event | None = None) -> FinalInfo:
         """Lines 17–26: final verification; play A_{N-1} if its sentence is accepted, else generate the first
-        sentence; then stream the rest sentence by sentence.
+        sentence; then stream the rest sentence by sentence. When ``final``'s prompt is the one R_{N-1} was
+        generated from, nothing is verified (all of R_{N-1} is accepted, module docstring): A_{N-1} is played at
+        once and generation goes on from the cache the update left (``FinalInfo.verified`` False).
 
         ``on_sentence(index, text, audio, presynthesised)`` is called for each sentence as soon as it is complete
         (``audio`` only for the first; later sentences are synthesised by the caller)."""
@@ -357,11 +408,20 @@ class PredGen:
             self.lm.set_threads(0)
         c = self.cand
         prompt = self.prompt_tokens(final)
-        k, nxt, nfe, fill_pending = self.verify(final, prompt, c.response, c.first_len, c.first_text, defer_fill=True)
-        out = list(c.response[:k])
+        # R_{N-1} was generated from this very prompt: the verification would accept all of it (module docstring)
+        verified = not (prompt == c.prompt and self.verifier in SAME_PROMPT_ACCEPTS_ALL)
+        if verified:
+            k, nxt, nfe, fill_pending = self.verify(final, prompt, c.response, c.first_len, c.first_text,
+                                                    defer_fill=True)
+            out = list(c.response[:k])
+        else:
+            k, nfe = len(c.response), 0
+            resume = self._resume(prompt, c.response, c.next_token)
+            fill_pending = resume is None  # the cache moved on since: one pass refills it (after the first audio)
+            out, nxt = resume if resume is not None else (list(c.response), None)
         if self._steps is not None:
             self._steps.close()
-        self._steps = GreedySteps(self.session, self.max_tokens - k - 1, self.lm.eos_ids, cancel)
+        self._steps = GreedySteps(self.session, self.max_tokens - len(out) - 1, self.lm.eos_ids, cancel)
         presynth = bool(c.first_len and k >= c.first_len and c.audio is not None and c.audio_text == c.first_text)
         if presynth:
             first_text, first_audio = c.first_text, c.audio
@@ -369,10 +429,10 @@ class PredGen:
             if on_sentence:
                 on_sentence(0, first_text, first_audio, True)
             if fill_pending:
-                nxt = self.fill(prompt, out)
+                out, nxt = self._refill(prompt, out) if not verified else (out, self.fill(prompt, out))
         else:
-            if fill_pending:  # judged consistent, but A_{N-1} is missing: fill and generate
-                nxt = self.fill(prompt, out)
+            if fill_pending:  # judged consistent (or R_{N-1}'s own prompt), but A_{N-1} is missing: fill, generate
+                out, nxt = self._refill(prompt, out) if not verified else (out, self.fill(prompt, out))
                 nfe += 1
             out, nfe2, ended = self._extend(out, nxt, self.max_tokens, cancel, stop_at_first=True)
             nfe += nfe2
@@ -430,7 +490,7 @@ class PredGen:
             sent_i += 1
         answer = self.lm.detokenize(out).strip()
         info = FinalInfo(k, nfe, ttfs, audio_latency, presynth, first_text, answer, list(out),
-                         self.session.n_eval - n_eval0, time.perf_counter() - t_dec)
+                         self.session.n_eval - n_eval0, time.perf_counter() - t_dec, verified)
         self.chat.add(final, answer)
         self.reset_turn()
         return info

@@ -12,8 +12,11 @@ whatever audio has arrived when it is free, at least ``asr.min_chunk_s`` of new 
 The final text of an utterance is the latest decode of the whole buffer after the words that left it at a trim
 (``asr.final_full``), not the words LocalAgreement-2 committed from shorter prefixes; the words that leave the buffer
 at a trim keep the text of the decode whose segment end the trim cut at, which heard the audio after them
-(``asr.trim_latest``). With ``asr.final_piece_s`` > 0 a trimmed utterance's final text comes from a decode of the
-whole utterance instead: the end of speech (or a VAD pause) decodes the utterance's audio since its last finished
+(``asr.trim_latest``). That decode is made once: the latest hypothesis is the final text, with no decode at the end
+of speech, when it was decoded with the final's settings (the decode at the VAD's pause, or a streaming decode that
+is the same call) and its audio reaches the end of speech (:meth:`OnlineASRProcessor.final_covers`).
+With ``asr.final_piece_s`` > 0 a trimmed utterance's final text comes from a decode of the whole utterance instead:
+the end of speech (or a VAD pause) decodes the utterance's audio since its last finished
 piece in one window, with the streaming hypothesis as a draft that one decoder pass verifies exactly
 (:func:`engine.core.verify.majority_accepted`), so the final is greedy decoding of the whole utterance (a backend
 whose final decode uses beam search, ``asr.final_beam_size`` > 1, ignores the draft); speech longer than
@@ -125,7 +128,10 @@ class OnlineASRProcessor(WholeUtteranceDecodes):
         self.committed: list[Word] = []
         self.updates: list[UpdateStats] = []
         self.decoded_until = t_offset  # audio time covered by the latest hypothesis, seconds
+        # the latest hypothesis was decoded as the final text's decode is (:meth:`_decoded_as_final`)
+        self.decoded_as_final = False
         self.final_decodes_skipped = 0
+        self.final_reused = False  # the final text is the latest hypothesis, not decoded again (:meth:`final_covers`)
         self.own_audio_decodes = 0  # finals decoded again without the acoustic context (_own_audio_final)
         # decodes of the whole utterance: its audio since the last finished piece, the final words before it
         # a piece needs room for its cut (PIECE_MIN_S after its start, PIECE_TAIL_S before the audio's end)
@@ -186,6 +192,7 @@ class OnlineASRProcessor(WholeUtteranceDecodes):
                                             {"abandoned": True, "reason": str(e)}))
             return [], self.hyp.complete()
         self.decoded_until = self.buffer_time_offset + len(audio) / SAMPLE_RATE
+        self.decoded_as_final = self._decoded_as_final(until is not None)
         self._remember(res.words)
         self.hyp.insert(res.words, self.buffer_time_offset)
         if res.stats.get("doubtful"):  # failed the guards even after the re-decodes: shown, never committed by it
@@ -199,6 +206,32 @@ class OnlineASRProcessor(WholeUtteranceDecodes):
         if until is None and self._whole_on and self.audio_end - self.whole_offset > self.final_piece_s:
             self._finish_piece()
         return new, self.hyp.complete()
+
+    def _decoded_as_final(self, final: bool) -> bool:
+        """Whether a decode of :meth:`process_iter` (``final``: up to a VAD pause, through the backend's
+        ``transcribe_final``) is decoded as the final text's decode (:meth:`_finish`) is: with the final's decoding
+        settings, or a streaming decode proven to be the same call. A backend's streaming decode is its final decode
+        when it has no ``transcribe_final``, or declares ``final_is_partial`` (e.g.
+        :class:`engine.asr.whisper_ar.WhisperARBackend` with greedy finals: without a draft ``transcribe_final``
+        then calls ``transcribe`` exactly as a streaming update does), and the padded re-decode of a failed decode
+        is asked for alike (``partial_retry`` = ``final_retry``, or a backend that has none); an ``abandon`` check
+        that did not stop a decode changes nothing. A streaming update of a backend that decodes finals with beam
+        search (``asr.final_beam_size`` > 1) is not."""
+        if final:
+            return True
+        if getattr(self.backend, "transcribe_final", None) is not None and not getattr(self.backend,
+                                                                                      "final_is_partial", False):
+            return False
+        return not BackendCapabilities.of(self.backend).padded_retry or self.partial_retry == self.final_retry
+
+    def final_covers(self, speech_end: float) -> bool:
+        """Whether the latest hypothesis is the final text of speech that ends at ``speech_end`` (audio time,
+        seconds): it was decoded as the final's decode is (:meth:`_decoded_as_final`: at a VAD pause, whose decode
+        ends exactly at the speech end the VAD then confirms, or a streaming decode proven the same) and its audio
+        reaches ``speech_end``, so no speech came after the audio it heard. :meth:`_finish` then takes it as the
+        final without decoding again; a hypothesis that is not the final's (a greedy streaming update that heard the
+        end while the final decodes with beam search) is decoded again."""
+        return bool(self.updates) and self.decoded_as_final and self.decoded_until >= speech_end - 1e-3
 
     def _decode(self, audio: np.ndarray, final: bool, prompt: str | None = None, draft: str = "",
                 at: float | None = None, abandon=None) -> BackendResult:
@@ -319,26 +352,31 @@ class OnlineASRProcessor(WholeUtteranceDecodes):
     def _finish(self, speech_end: float | None = None, cut: bool = False) -> list[Word]:
         """End of speech: everything after the committed words is committed. Returns the words committed now.
 
-        If the latest hypothesis already covers the audio up to ``speech_end`` (audio time, seconds; only silence
-        came after it), that hypothesis is final and no decode is needed; otherwise the remaining buffer is decoded
-        once more. ``cut``: speech goes on after ``speech_end`` (a run-on utterance ended at :meth:`run_on_cut`):
-        when the cut is a word boundary of the latest decode (which heard ≥ ``min_tail_s`` of audio after it), that
-        decode's words before the cut are final, with no decode (a decode that ends at the cut can miss the word
-        before it, and the next utterance starts after it); with decodes of the whole utterance
-        (``final_piece_s``) that decode runs past the cut and keeps the words before it. Otherwise the audio up to
-        the cut is decoded again."""
+        If the latest hypothesis is the final's decode of the audio up to ``speech_end`` (audio time, seconds; only
+        silence came after it; :meth:`final_covers`: decoded with the final's settings, e.g. the decode at the VAD's
+        pause), that hypothesis is final and no decode is needed (:attr:`final_reused`); otherwise the remaining
+        buffer is decoded once more, with the final's settings. ``cut``: speech goes on after ``speech_end`` (a
+        run-on utterance ended at :meth:`run_on_cut`): when the cut is a word boundary of the latest decode (which
+        heard ≥ ``min_tail_s`` of audio after it), that decode's words before the cut are final, with no decode (a
+        decode that ends at the cut can miss the word before it, and the next utterance starts after it); with
+        decodes of the whole utterance (``final_piece_s``) that decode runs past the cut and keeps the words before
+        it. Otherwise the audio up to the cut is decoded again."""
         at_word = (cut and speech_end is not None and self._word_cut is not None
                    and abs(speech_end - self._word_cut) < 1e-6 and self.final_full)
         if self._needs_whole and not self.mostly_doubtful:
             end = self.audio_end if speech_end is None else min(speech_end, self.audio_end)
             if at_word:  # decoded past the cut too (the words before it are heard whole), kept up to it below
                 end = self.audio_end
-            if self._whole is None or self._whole_update != len(self.updates) or abs(self._whole[0] - end) > 1e-3:
+            # the pause decoded the whole utterance up to this end (the final's decode): it is not repeated
+            reused = not (self._whole is None or self._whole_update != len(self.updates)
+                          or abs(self._whole[0] - end) > 1e-3)
+            if not reused:
                 self._decode_whole(end)
             _, words, doubtful = self._whole
             if at_word:
                 words = [w for w in words if word_mid(w) < speech_end]
             if not doubtful:
+                self.final_reused = reused
                 self.committed = self.final_words + words
                 self.hyp.buffer = []
                 return words
@@ -350,9 +388,10 @@ class OnlineASRProcessor(WholeUtteranceDecodes):
             # its last word, which the next utterance (starting at the cut) would not hear either
             self._last_full = [w for w in self._last_full if word_mid(w) < speech_end]
             self.final_decodes_skipped += 1
-        elif speech_end is not None and self.updates and self.decoded_until >= speech_end - 1e-3 and not cut:
-            tail = self.hyp.complete()
+        elif speech_end is not None and not cut and self.final_covers(speech_end):
+            tail = self.hyp.complete()  # the final's decode of this audio is the one already made: not repeated
             self.final_decodes_skipped += 1
+            self.final_reused = True
         elif self.mostly_doubtful:  # its words would not be kept (below): no decode, the final comes at once
             self.final_decodes_skipped += 1
         elif len(self.audio) >= SAMPLE_RATE * 0.1:

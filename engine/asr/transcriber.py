@@ -6,8 +6,11 @@ Threads:
       blocked by the engines.
     * ASR (:meth:`StreamingTranscriber.run`): drains everything queued, then re-decodes the current utterance if at
       least ``asr.min_chunk_s`` of new audio arrived (computation-aware, as whisper_streaming); at end of speech it
-      finishes the utterance and emits :class:`engine.core.events.FinalTranscript`. When it falls behind a real-time
-      source it decodes everything queued in one pass and emits :class:`engine.pipeline.Backlog` events.
+      finishes the utterance and emits :class:`engine.core.events.FinalTranscript`. At a VAD pause (a possible end
+      of speech) it decodes the utterance up to the pause with the final's settings, and when the VAD confirms the
+      end there that decode is the final text, not decoded again (``TranscriberStats.final_reused``). When it
+      falls behind a real-time source it decodes everything queued in one pass and emits
+      :class:`engine.pipeline.Backlog` events.
     * revise (``asr.revise_max_s`` > 0, a real-time source): the second pass
       (:class:`engine.asr.second_pass_worker.SecondPassWorker`); a file read as fast as it is consumed runs it on the
       ASR thread instead, at once (deterministic).
@@ -70,6 +73,9 @@ class UtteranceRecord:
     first_partial_wall: float | None = None
     language: str = ""  # ISO 639-1 code of the final decode ("" when the backend does not say)
     revised_text: str | None = None  # the second pass's text, when it changed the final's
+    # the final text is the latest hypothesis (decoded with the final's settings up to the end of speech, e.g. at
+    # the VAD's pause): no decode at the end of speech
+    final_reused: bool = False
 
 
 @dataclass
@@ -88,6 +94,7 @@ class TranscriberStats:
     dropped_audio_s: float = 0.0
     revisions: int = 0  # RevisedTranscript events
     revise_compute_s: float = 0.0  # second-pass decodes (counted in asr_compute_s too), seconds
+    final_reused: int = 0  # finals that are the latest hypothesis, not decoded again (UtteranceRecord.final_reused)
 
     @property
     def rtf(self) -> float:
@@ -276,7 +283,10 @@ class StreamingTranscriber:
                 while self.second.due(None):  # the end of the stream completes the last chain
                     self._second_worker.run_once()
             if proc is not None and pause_at is not None:
-                if (proc.decoded_until < pause_at - 1e-3 and proc.audio_end >= pause_at - 1e-3
+                # the final's decode up to the pause, unless the latest hypothesis is already that (a streaming
+                # update that heard the pause is not when the final decodes with other settings, e.g. beam search):
+                # when the VAD confirms the end there, the final is this decode, with no decode of the same audio
+                if (not proc.final_covers(pause_at) and proc.audio_end >= pause_at - 1e-3
                         and not proc.mostly_doubtful):  # a doubtful utterance keeps no new words at its end
                     pending_new = 0.0
                     self._update(proc, rec, until=pause_at)
@@ -401,6 +411,8 @@ class StreamingTranscriber:
             rec.asr_compute_s += u.compute_s
             self.stats.asr_compute_s += u.compute_s
             self.stats.updates += 1
+        rec.final_reused = proc.final_reused
+        self.stats.final_reused += proc.final_reused
         rec.text = proc.text
         rec.language = proc.language
         self._last_words = list(proc.committed)

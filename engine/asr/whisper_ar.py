@@ -116,6 +116,15 @@ class WhisperARBackend(ASRBackend):
         """``asr.language``: an ISO 639-1 code, "auto" (identified per decode), or None (an English-only model)."""
         return self.m.language
 
+    @property
+    def final_is_partial(self) -> bool:
+        """Whether :meth:`transcribe_final` without a draft is exactly a streaming update's :meth:`transcribe`
+        (greedy finals, ``final_beam_size`` 1: it passes no beam width, so the decode is the partials' own): a
+        streaming hypothesis of the audio up to the end of speech is then the final's decode
+        (:meth:`engine.asr.online_processor.OnlineASRProcessor.final_covers`). With beam search for the final text it
+        is not."""
+        return self.final_beam_size <= 1
+
     def _words_from(self, res, tokens: list[int], language: str | None = None) -> list[Word]:
         """Word timestamps from an ``align`` result (faster-whisper's find_alignment arithmetic)."""
         from faster_whisper.transcribe import merge_punctuations
