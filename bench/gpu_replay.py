@@ -70,6 +70,13 @@ def image_only() -> None:
         sys.meta_path.insert(0, _Blocked())
 
 
+def _load_json(p: Path) -> dict | None:
+    try:
+        return json.loads(Path(p).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def load_trace(family: str, path: Path | None = None) -> dict:
     """A family's committed trace (gzip JSON).
 
@@ -239,26 +246,35 @@ def run(device: str, out: Path, limit: int = 0, budget_s: float = 420.0, familie
     return status
 
 
-def validate(out: Path, limit: int = 0, families=tuple(FAMILIES), cost: bool = True) -> dict:
-    """CPU: each family's replay and its real-weight run in one process; speed-ups and their ratio per method; with
-    ``cost``, the targets' verification cost curves on the CPU too."""
+def validate(out: Path, limit: int = 0, families=tuple(FAMILIES), cost: bool = True, threads: int = 1) -> dict:
+    """CPU: each family's replay and its real-weight run in one process, taking turns item by item; speed-ups and
+    their ratio per method; with ``cost``, the targets' verification cost curves on the CPU too. Families already in
+    ``out`` and not run now are kept (each family is one run). ``threads``: torch's CPU threads (one thread keeps the
+    timing steady on a CPU that other work shares)."""
+    import torch
+
     from bench.gpu_suite import machine_info
 
+    torch.set_num_threads(threads)
+    old = _load_json(out) or {}
     report = {"benchmark": "replay_validation", "device": "cpu", "machine": machine_info(), "limit": limit,
-              "families": {}}
+              "torch_threads": threads, "families": {k: v for k, v in old.get("families", {}).items()
+                                                     if k not in families}}
+    if old.get("verify_cost") and not cost:
+        report["verify_cost"] = old["verify_cost"]
     for fam in families:
+        t0 = time.perf_counter()
         mod = importlib.import_module(FAMILIES[fam][0])
-        trace = load_trace(fam)
-        if hasattr(mod, "validation_trace"):  # a family whose GPU trace is of a model too slow for this CPU in torch
-            trace = mod.validation_trace(fam)
-        if hasattr(mod, "validate"):  # real and replayed taking turns in one loop
-            rep, real = mod.validate(trace, device="cpu", limit=limit)
-        else:
-            rep = mod.replay(trace, device="cpu", limit=limit)
-            real = mod.real(trace, device="cpu", limit=limit)
+        if fam in ("predgen", "ssbd"):
+            # the committed 1.5B traces came from llama.cpp, whose numerics torch does not reproduce token for token:
+            # the check records the 0.5B's real weights in torch now and replays that (bench.replay.llm.validate)
+            d = mod.validate(fam, limit)
+            rep, real = d["replayed"], d["real"]
+        else:  # real and replayed taking turns in one loop
+            rep, real = mod.validate(load_trace(fam), device="cpu", limit=limit)
         ratio = {m: round(rep["speedups"][m] / real["speedups"][m], 3)
                  for m in rep["speedups"] if real["speedups"].get(m) and rep["speedups"].get(m)}
-        report["families"][fam] = {"replayed": rep, "real": real, "ratio": ratio,
+        report["families"][fam] = {"replayed": rep, "real": real, "ratio": ratio, "seconds": round(time.perf_counter() - t0, 1),
                                    "within_10pct": all(abs(r - 1) <= 0.10 for r in ratio.values())}
         print(f"validate {fam}: ratio replay/real {ratio}", flush=True)
         out.write_text(json.dumps(report, indent=1))

@@ -19,7 +19,7 @@ METHODS = {
     "tree": ("asr", "SpecASR + sparse token tree", "3.04–3.79× (Wei et al. 2025, GPU)", 2.5),
     "predgen": ("predgen", "PredGen (greedy) vs the cascade", "1.6–1.9× (Li & Grover 2025, GPU)", 1.8),
     "ssbd": ("ssbd", "SSBD β = 0.2 vs AR re-translation", "1.3–1.7× (SSBD paper, GPU)", 1.3),
-    "pcg": ("pcg", "PCG vs target-only sampling", "1.4× (Yanuka et al. 2025, GPU)", 1.3),
+    "pcg": ("pcg", "PCG vs target-only sampling (torch eager loop)", "1.4× (Yanuka et al. 2025, GPU)", 1.3),
 }
 
 
@@ -40,6 +40,52 @@ def _speedup(fam_result: dict | None, method: str) -> float | None:
     if not fam_result:
         return None
     return (fam_result.get("speedups") or {}).get(method)
+
+
+def _mean_item_s(fam_result: dict | None, method: str) -> float | None:
+    m = ((fam_result or {}).get("methods") or {}).get(method) or {}
+    return m["seconds"] / m["items"] if m.get("items") else None
+
+
+def compose_voice_to_voice(r: Results, dev: Path) -> list[list[str]] | None:
+    """End of speech → first answer audio on the device of ``dev``, composed from its replayed stage times, beside
+    the CPU's measured figure (bench/results/voice.json, PredGen): the VAD's silence (the setting, the same on any
+    device) + the final ASR decode (replayed AR greedy, mean per utterance) + PredGen's end of input → first sentence
+    (replayed, mean per question) + the first piece's synthesis (Piper runs on the CPU on every machine: the CPU's
+    measured first token → first audio). None when a stage's file is missing."""
+    from engine.config import Config
+
+    asr = (_load(dev / "replay_asr.json") or {}).get("replayed")
+    pg = (_load(dev / "replay_predgen.json") or {}).get("replayed")
+    if not asr or not pg or not (r.folder / "voice.json").exists():
+        return None
+    v = r("voice")
+    turns = [t for t in v["turns"].get("predgen", []) if t.get("eos_to_first_audio_s") and t.get("eos_to_first_token_s")]
+    if not turns:
+        return None
+    import statistics
+
+    tts = statistics.median(t["eos_to_first_audio_s"] - t["eos_to_first_token_s"] for t in turns)
+    cpu = v["methods"]["predgen"]
+    silence = Config().vad.min_silence_s
+    dec, first = _mean_item_s(asr, "ar"), _mean_item_s(pg, "predgen")
+    if dec is None or first is None:
+        return None
+    total = silence + dec + first + tts
+    return [["VAD silence (vad.min_silence_s)", num(silence, 2), "the same"],
+            ["final ASR decode (AR greedy, torch Whisper base)", num(dec, 3) + " replayed", "in the next row"],
+            ["PredGen: end of input → first sentence", num(first, 3) + " replayed", "in the next row"],
+            ["first piece synthesised (Piper, on the CPU)", num(tts, 2) + " (CPU, measured)", "—"],
+            ["**end of speech → first answer audio**", f"**{num(total, 2)}** (composed)",
+             f"{num(cpu.get('eos_to_first_audio_s_p50'), 2)} p50, {num(cpu.get('eos_to_first_audio_s_p90'), 2)} p90 "
+             "(measured, bench/results/voice.json)"]]
+
+
+def _cost_table(vc: dict) -> str:
+    ks = vc["ks"]
+    rows = [[name, t["dtype"], t["context_tokens"]] + [num(c["steps"], 2) for c in t["curve"]]
+            for name, t in vc["targets"].items()]
+    return table(["target", "dtype", "context (tokens)"] + [f"k={k}" for k in ks], rows)
 
 
 def section_gpu_replay(r: Results) -> str:
@@ -72,12 +118,13 @@ def section_gpu_replay(r: Results) -> str:
                              "yes" if rep and rep >= target else "no" if rep else "—"])
         vc = _load(dev / "verify_cost.json")
         if vc:
-            ks = vc["ks"]
-            cost_rows = [[name, t["dtype"], t["context_tokens"]] + [num(c["steps"], 2) for c in t["curve"]]
-                         for name, t in vc["targets"].items()]
             cost_parts.append(f"Verification cost on the {info.get('name', dev.name)} (one pass over k tokens in "
-                              f"one-token steps, placeholder weights):\n\n"
-                              + table(["target", "dtype", "context"] + [f"k={k}" for k in ks], cost_rows))
+                              f"one-token steps, placeholder weights):\n\n" + _cost_table(vc))
+        v2v = compose_voice_to_voice(r, dev)
+        if v2v:
+            cost_parts.append(f"End of speech → first answer audio on the {info.get('name', dev.name)}, composed from "
+                              "the replayed stage times (seconds), beside this CPU's measured figure:\n\n"
+                              + table(["stage", info.get("name", dev.name), "this CPU"], v2v))
     if runs:
         gpu_text = table(["device", "method", "seed's result", "target", "replayed", "real weights", "meets target"],
                          gpu_rows) + "\n\n" + "\n\n".join(cost_parts)
@@ -89,6 +136,10 @@ def section_gpu_replay(r: Results) -> str:
                     "codec-LM weights beside its replay.")
     val_table = table(["family", "method", "real weights", "replayed", "replayed / real", "within ±10 %",
                        "exact replays"], rows)
+    cpu_cost = ""
+    if v.get("verify_cost"):
+        cpu_cost = ("Verification cost on this CPU (one pass over k tokens after a cached context, in one-token steps; "
+                    "placeholder weights, float32):\n\n" + _cost_table(v["verify_cost"]))
     return f"""## On a GPU: every method replayed from acceptance traces
 
 A lent GPU machine has torch but none of the model packages, and a call carries at most 64 MiB, so the methods are
@@ -109,6 +160,8 @@ inputs and the same torch backend, in one run: the replayed speed-up must be wit
 {produced_by("replay_validation.json")}
 
 {val_table}
+
+{cpu_cost}
 
 ### On a GPU
 
