@@ -42,7 +42,12 @@ offline greedy's and beam 5's WER against the same, and ``wer_delta_vs_offline_g
 greedy — with every text normalised by :func:`bench.conversation_scoring.normalise` (fillers removed from both
 sides, then Whisper's English normaliser). A transcript revision (``engine.core.events.RevisedTranscript``:
 ``texts[i]`` is the new text of utterance ``utterances[i]``) replaces those utterances' final text in
-``text_revised``; WERs of the revised text are reported when a run had any.
+``text_revised``; WERs of the revised text are reported when a run had any. Per file (English corpora):
+``revised_vs_offline_greedy`` (the revised text, or the final where nothing was revised, next to offline greedy:
+WER vs beam 5 and vs the reference, the order-free error against the meeting's human words — missed plus extra
+words ÷ human words — and each difference), and ``repeats``: n-grams of 1–4 normalised words said twice back to back
+(a seam decoded twice, a loop) in the final and the revised text, ``beyond_offline`` counting those neither offline
+transcript repeats as often (the offline transcripts' own in ``offline.repeats``).
 :func:`bench.conversation_scoring.done_when` restates the issue's acceptance figures with the measured values.
 
 Corpora (``--corpus``): ``conversation`` (the generated dialogues), ``real`` (the English real recordings),
@@ -70,8 +75,8 @@ import numpy as np
 from audio.io import SAMPLE_RATE
 
 from bench.conversation_scoring import (LANGID_MIN_UTTERANCE_S, ConversationWER, accuracy, done_when,
-                                       langid_summary, langid_utterances, multilingual_metrics, spoken_at,
-                                       summarize_group, words_missed)
+                                       file_repeats, langid_summary, langid_utterances, multilingual_metrics,
+                                       spoken_at, summarize_group, words_missed)
 from bench.stats import rnd as _r
 
 HERE = Path(__file__).resolve().parent
@@ -286,6 +291,22 @@ def stream_metrics(raw: dict, off: dict, ref: str | None, W: ConversationWER) ->
     return res
 
 
+def revised_vs_greedy(res: dict, offline: dict) -> dict:
+    """The revised text (the final where nothing was revised) next to offline greedy on one file: WER against beam 5
+    and against the reference, the order-free error against the human words (:func:`words_missed` ``error``, the
+    meeting) and each ``delta_*`` = revised − offline greedy."""
+    rev_b5 = res.get("wer_vs_beam5_revised", res["wer_vs_beam5"])
+    rev_ref = res.get("wer_vs_ref_revised", res["wer_vs_ref"])
+    wm, gwm = res.get("words_missed_revised"), (offline.get("words_missed") or {}).get("greedy")
+    out = {"wer_vs_beam5": rev_b5, "greedy_wer_vs_beam5": offline["greedy_wer_vs_beam5"],
+           "wer_vs_ref": rev_ref, "greedy_wer_vs_ref": offline["greedy_wer_vs_ref"],
+           "words_error": wm["error"] if wm else None, "greedy_words_error": gwm["error"] if gwm else None}
+    for k in ("wer_vs_beam5", "wer_vs_ref", "words_error"):
+        a, b = out[k], out[f"greedy_{k}"]
+        out[f"delta_{k}"] = _r(a - b, 4) if a is not None and b is not None else None
+    return out
+
+
 def offline_refs(off: Offline, audio: np.ndarray, ref: str | None, W: ConversationWER, language: str = "en") -> dict:
     """Offline beam 5 and greedy transcripts of a whole file and their WERs (greedy vs beam 5, both vs ``ref``)."""
     t0 = time.perf_counter()
@@ -423,7 +444,7 @@ def print_report(report: dict) -> None:
         if not sec:
             continue
         print(f"\n{corpus}: per file (stream WER vs beam 5 / vs text, offline greedy vs beam 5 / vs text, "
-              "final latency p90 s, compute ratio)")
+              "final latency p90 s, compute ratio; the revised text's next to it)")
         for f in sec["per_file"]:
             for m, x in f["methods"].items():
                 if "error" in x:
@@ -432,6 +453,13 @@ def print_report(report: dict) -> None:
                 print(f"  {f['file'][-44:]:44s} {m:10s} {_fmt(x['wer_vs_beam5']):>6s} {_fmt(x['wer_vs_ref']):>6s}  "
                       f"{_fmt(f['offline']['greedy_wer_vs_beam5']):>6s} {_fmt(f['offline']['greedy_wer_vs_ref']):>6s}  "
                       f"{_fmt(x['final_latency_s']['p90'], 2):>5s} {_fmt(x['compute_ratio'], 2):>5s}")
+                rv, rp = x.get("revised_vs_offline_greedy"), x.get("repeats")
+                if rv and rp:
+                    print(f"  {'':44s} {'revised':10s} {_fmt(rv['wer_vs_beam5']):>6s} {_fmt(rv['wer_vs_ref']):>6s}  "
+                          f"order-free error {_fmt(rv['words_error'])} (greedy {_fmt(rv['greedy_words_error'])}); "
+                          f"repeated n-grams: revised {rp['revised']['count']} ({rp['revised']['beyond_offline']} "
+                          f"beyond offline), final {rp['final']['count']} ({rp['final']['beyond_offline']}), "
+                          f"offline greedy {f['offline']['repeats']['offline_greedy']['count']}")
         groups = {"all": sec["per_method"], **{c: v for c, v in sec.get("per_condition", {}).items()}}
         print(f"{corpus}: pooled {'and per condition ' if corpus == 'conversation' else ''}"
               "(WERb5 / greedy WERb5 / delta; WERref / greedy / beam5 / delta; lat p50 p90; ratio)")
@@ -610,12 +638,25 @@ def main(argv: list[str] | None = None) -> int:
                 words = it.meta.get("speaker_words")
                 if words:  # the meeting: human words per speaker, no order across speakers
                     res["words_missed"] = words_missed(list(words.values()), res["text"])
+                    res["words_missed_revised"] = words_missed(list(words.values()),
+                                                               res.get("text_revised", res["text"]))
                     entry["offline"]["words_missed"] = {k: words_missed(list(words.values()), entry["offline"][k])
                                                         for k in ("greedy", "beam5")}
+                # n-grams repeated back to back (a seam decoded twice, a loop): the stream's final and revised text
+                # against the offline transcripts, and the offline transcripts' own
+                reps = file_repeats(entry["offline"], {**res, "text_revised": res.get("text_revised", res["text"])})
+                entry["offline"]["repeats"] = {k: reps.pop(k) for k in ("offline_greedy", "offline_beam5")}
+                res["repeats"] = reps
+                res["revised_vs_offline_greedy"] = revised_vs_greedy(res, entry["offline"])
                 entry["methods"][m] = res
                 log(f"conversation:   {m:10s} WER b5 {_fmt(res['wer_vs_beam5'])} (greedy "
                     f"{_fmt(entry['offline']['greedy_wer_vs_beam5'])})  WER ref {_fmt(res['wer_vs_ref'])} (greedy "
                     f"{_fmt(entry['offline']['greedy_wer_vs_ref'])})  lat p90 {_fmt(res['final_latency_s']['p90'], 2)}")
+                rv = res["revised_vs_offline_greedy"]
+                log(f"conversation:   {'':10s} revised: WER b5 {_fmt(rv['wer_vs_beam5'])} WER ref {_fmt(rv['wer_vs_ref'])}"
+                    f" order-free error {_fmt(rv['words_error'])} (greedy {_fmt(rv['greedy_words_error'])}); "
+                    f"repeats beyond offline: final {reps['final']['beyond_offline']}, revised "
+                    f"{reps['revised']['beyond_offline']} {reps['revised']['beyond_offline_ngrams'] or ''}")
             rows.append(entry)
             report[corpus] = {"per_file": rows, "per_method": {m: summarize_group(m, rows, W) for m in methods}}
             if corpus == "conversation":

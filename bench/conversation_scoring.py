@@ -106,12 +106,63 @@ class ConversationWER:
 def words_missed(ref_words: list[str], hyp: str) -> dict:
     """Order-free count of reference words a transcript lacks (for references without an order, such as the
     meeting's words per speaker): Σ_w max(0, n_ref(w) − n_hyp(w)) over normalised words, and its share of the
-    reference words."""
+    reference words; ``extra``: the words it has more often than the reference (Σ_w max(0, n_hyp(w) − n_ref(w)),
+    repeated or made-up words among them) and ``error``: (missed + extra) ÷ reference words, the order-free
+    counterpart of WER against the human words (a substitution counts as one missed and one extra word)."""
     r = Counter(w for t in ref_words for w in normalise(t).split())
     h = Counter(normalise(hyp).split())
     missed = sum(max(0, n - h[w]) for w, n in r.items())
+    extra = sum(max(0, n - r[w]) for w, n in h.items())
     total = sum(r.values())
-    return {"missed": missed, "ref_words": total, "share": _r(missed / total, 4) if total else None}
+    return {"missed": missed, "ref_words": total, "share": _r(missed / total, 4) if total else None,
+            "extra": extra, "error": _r((missed + extra) / total, 4) if total else None}
+
+
+# ----------------------------------------------------------------------------------------- repeated n-grams
+REPEAT_MAX_N = 4  # n-grams of 1 to 4 words
+
+
+def repeated_ngrams(text: str | None, max_n: int = REPEAT_MAX_N, english: bool = True) -> Counter:
+    """The n-grams (n = 1..``max_n`` words of the :func:`normalise`d text) said twice back to back, and how often:
+    {n-gram: times}; "i will i will tell you" has "i will" once. A loop repeats its n-grams many times."""
+    w = normalise(text, english).split()
+    c: Counter = Counter()
+    for n in range(1, max_n + 1):
+        for i in range(len(w) - 2 * n + 1):
+            if w[i:i + n] == w[i + n:i + 2 * n]:
+                c[" ".join(w[i:i + n])] += 1
+    return c
+
+
+def repeats(text: str | None, others: dict[str, str | None], english: bool = True) -> dict:
+    """Back-to-back repeated n-grams of ``text`` (:func:`repeated_ngrams`): ``count`` (all of them), ``ngrams``
+    ({n-gram: times}) and, for ``others`` ({name: transcript}, e.g. the offline transcripts), ``beyond_<name>``:
+    the repeats ``text`` has more often than that transcript (Σ_g max(0, n_text(g) − n_other(g))) and
+    ``beyond_offline``: more often than every one of ``others`` (the repeats no offline transcript has)."""
+    mine = repeated_ngrams(text, english=english)
+    theirs = {k: repeated_ngrams(t, english=english) for k, t in others.items()}
+    out = {"count": sum(mine.values()), "ngrams": dict(mine.most_common())}
+    for k, c in theirs.items():
+        out[f"beyond_{k}"] = sum(max(0, n - c[g]) for g, n in mine.items())
+    if theirs:
+        beyond = {g: n - max(c[g] for c in theirs.values()) for g, n in mine.items()}
+        beyond = {g: n for g, n in beyond.items() if n > 0}
+        out["beyond_offline"] = sum(beyond.values())
+        out["beyond_offline_ngrams"] = beyond
+    return out
+
+
+def file_repeats(offline: dict, stream: dict | None, english: bool = True) -> dict:
+    """Per file: the back-to-back repeated n-grams (n = 1..4, :func:`repeats`) of the offline transcripts (each
+    against the other) and of the stream's final and revised text (each against both offline transcripts:
+    ``beyond_offline`` counts the repeats neither offline transcript has)."""
+    off = {"greedy": offline.get("greedy") or "", "beam5": offline.get("beam5") or ""}
+    out = {f"offline_{k}": repeats(t, {j: u for j, u in off.items() if j != k}, english) for k, t in off.items()}
+    if stream is not None:
+        out["final"] = repeats(stream.get("text"), off, english)
+        if "text_revised" in stream:
+            out["revised"] = repeats(stream["text_revised"], off, english)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------- multilingual
@@ -182,6 +233,27 @@ def summarize_group(name: str, rows: list[dict], W: ConversationWER) -> dict:
         hyp = [m.get("text_revised", m["text"]) for _, m in ok]
         s["wer_vs_beam5_revised"] = W.wer([f["offline"]["beam5"] for f, _ in ok], hyp)
         s["wer_vs_ref_revised"] = W.wer([f["ref"] or "" for f, _ in ok], hyp)
+    if any("repeats" in m for _, m in ok):  # back-to-back repeated n-grams, summed over the files
+        rs = [(f["offline"].get("repeats", {}), m["repeats"]) for f, m in ok if "repeats" in m]
+        s["repeats"] = {
+            "offline_greedy": sum(o["offline_greedy"]["count"] for o, _ in rs if o),
+            "offline_beam5": sum(o["offline_beam5"]["count"] for o, _ in rs if o),
+            "offline_greedy_beyond_beam5": sum(o["offline_greedy"]["beyond_beam5"] for o, _ in rs if o),
+            "final": sum(r["final"]["count"] for _, r in rs),
+            "final_beyond_offline": sum(r["final"]["beyond_offline"] for _, r in rs),
+            "revised": sum(r["revised"]["count"] for _, r in rs if "revised" in r),
+            "revised_beyond_offline": sum(r["revised"]["beyond_offline"] for _, r in rs if "revised" in r),
+        }
+    free = [(f, m) for f, m in ok if m.get("words_missed") and f["offline"].get("words_missed")]
+    if free:  # files scored order-free against human words (the meeting), pooled: (missed + extra) ÷ human words
+        def pooled(get):
+            ws = [get(f, m) for f, m in free]
+            n = sum(w["ref_words"] for w in ws)
+            return _r(sum(w["missed"] + w.get("extra", 0) for w in ws) / n, 4) if n else None
+        s["words_error"] = {"final": pooled(lambda f, m: m["words_missed"]),
+                            "revised": pooled(lambda f, m: m.get("words_missed_revised") or m["words_missed"]),
+                            "offline_greedy": pooled(lambda f, m: f["offline"]["words_missed"]["greedy"]),
+                            "offline_beam5": pooled(lambda f, m: f["offline"]["words_missed"]["beam5"])}
     return s
 
 
@@ -262,6 +334,26 @@ def done_when(report: dict) -> dict:
             d.update(live_compute_ratio=s["live_compute_ratio"],
                      second_pass_compute_ratio=s["second_pass_compute_ratio"])
         out[f"conversation/{m}"] = d
+    real = report.get("real", {})
+    for m in real.get("per_method", {}):
+        # each real recording: the revised text within 0.01 of offline greedy against the human transcript (WER where
+        # it has an order, else the order-free error against the human words), and no n-gram repeated back to back
+        # that neither offline transcript repeats
+        files = {}
+        for f in real.get("per_file", []):
+            x = f["methods"].get(m, {})
+            rv = x.get("revised_vs_offline_greedy")
+            if rv is None:
+                continue
+            delta = rv["delta_wer_vs_ref"] if rv["delta_wer_vs_ref"] is not None else rv["delta_words_error"]
+            files[f["file"]] = {"revised_vs_human_delta": delta,
+                                "how": "WER" if rv["delta_wer_vs_ref"] is not None else "order-free error",
+                                "repeats_beyond_offline": x["repeats"]["revised"]["beyond_offline"]}
+        if files:
+            d = {"per_file": files, "repeats_beyond_offline": sum(v["repeats_beyond_offline"] for v in files.values())}
+            d["revised_ok"] = all(v["revised_vs_human_delta"] is not None and v["revised_vs_human_delta"] <= 0.01
+                                  for v in files.values()) and d["repeats_beyond_offline"] == 0
+            out[f"real/{m}"] = d
     ml = report.get("multilingual", {})
     for m, r in ml.get("per_method", {}).items():
         de = r.get("parts", {}).get("de", {})

@@ -14,6 +14,54 @@ from engine.asr.tokenizer import repair_model_tokenizer
 from engine.core.events import Word
 
 
+# Whisper's hallucination heuristics (openai-whisper ``transcribe``, faster-whisper ``generate_segments`` with
+# ``hallucination_silence_threshold``): a word is anomalous when improbable, squeezed into a few frames or stretched
+_PUNCTUATION = "\"'“¿([{-\"'.。,，!！?？:：”)]}、"
+EDGE_S = 2.0  # Whisper's: a segment this close to its window's start or end has no speech on that side
+
+
+def word_anomaly(w) -> float:
+    """Whisper's anomaly score of one word (``probability``, ``start``/``end`` in seconds): +1 below probability
+    0.15, +15 per second below 0.133 s long, +1 per second above 2 s."""
+    d = w.end - w.start
+    return (1.0 if w.probability < 0.15 else 0.0) + max(0.0, 0.133 - d) * 15 + max(0.0, d - 2.0)
+
+
+def segment_anomalous(words) -> bool:
+    """Whisper's test of a segment: its first 8 words (punctuation aside) score 3 or more, or about 1 each."""
+    ws = [w for w in words if w.word.strip(" ") not in _PUNCTUATION][:8]
+    score = sum(word_anomaly(w) for w in ws)
+    return bool(ws) and (score >= 3 or score + 0.01 >= len(ws))
+
+
+def unheard_segments(segments, frames_per_s: float, audio_s: float) -> list[bool]:
+    """Which ``segments`` (faster-whisper's, with word timestamps; those of one call, in order) are hallucinations by
+    Whisper's own rule (``hallucination_silence_threshold``, here :data:`EDGE_S`): an anomalous segment
+    (:func:`segment_anomalous`) with no speech before it (a gap of more than :data:`EDGE_S` seconds since the last
+    kept segment, or it starts within :data:`EDGE_S` of its window's start) and none after it (a gap of more than
+    :data:`EDGE_S` to the next segment of its window, the next one anomalous too, or it ends within :data:`EDGE_S`
+    of the end of the audio its window holds). Unlike Whisper, a window's end is where its audio ends (``audio_s``
+    seconds after the start of the call at most), not 30 s after its start: the short last window of a recording,
+    nearly all padding, is where Whisper writes a sentence from its prompt, aligned into its last frames."""
+    out = [False] * len(segments)
+    last_end = 0.0
+    for i, s in enumerate(segments):
+        if not s.words:
+            continue
+        offset = s.seek / frames_per_s
+        window_end = min(offset + 30.0, audio_s)
+        if segment_anomalous(s.words):
+            nxt = next((t for t in segments[i + 1:] if t.words and t.seek == s.seek), None)
+            before = s.start - last_end > EDGE_S or s.start - offset < EDGE_S
+            after = ((nxt.start if nxt is not None else window_end) - s.end > EDGE_S
+                     or (nxt is not None and segment_anomalous(nxt.words)) or window_end - s.end < EDGE_S)
+            if before and after:
+                out[i] = True
+                continue
+        last_end = s.end
+    return out
+
+
 class FasterWhisperBackend(ASRBackend, WindowASRBackend):
     """Plain AR (greedy or beam) decoding with faster-whisper / CTranslate2: Whisper's own long-form decoding, with
     timestamp tokens, conditioned on the previous text, and word timestamps.
@@ -69,6 +117,10 @@ class FasterWhisperBackend(ASRBackend, WindowASRBackend):
             language: ISO 639-1 code of this window (None: the backend's; with "auto", identified on the window).
             last: the audio is the end of the stream: every segment of it is kept (later windows included).
 
+        A segment whose words Whisper's alignment finds no audio for (:func:`unheard_segments`: improbable words
+        squeezed into a few frames, with no speech around them: text written from the prompt, typically in a
+        window that is nearly all padding at the end of the stream) is left out of the words and of the prompt.
+
         Returns:
             words (seconds from the start of ``audio``) and segment ends of the segments the window settles (those
             of the first 30 s window, or all when ``last``); ``stats``: ``seek_s`` (where the next window starts,
@@ -86,8 +138,12 @@ class FasterWhisperBackend(ASRBackend, WindowASRBackend):
                 seek_s = s.seek / frames_per_s
                 break
             settled.append(s)
-        res = self._result(settled, info, min(seek_s, audio_s))
-        res.stats.update(seek_s=round(seek_s, 3), prompt_tokens=[t for s in settled for t in s.tokens])
+        unheard = unheard_segments(settled, frames_per_s, audio_s if last else min(audio_s, 30.0))
+        kept = [s for s, bad in zip(settled, unheard) if not bad]
+        res = self._result(kept, info, min(seek_s, audio_s))
+        # the prompt of the next window: the kept segments' tokens (never a hallucination's: it would be repeated)
+        res.stats.update(seek_s=round(seek_s, 3), prompt_tokens=[t for s in kept for t in s.tokens],
+                         unheard=sum(unheard))
         return res
 
     def encode_prompt(self, text: str) -> list[int]:

@@ -16,6 +16,9 @@ from engine.asr.words import join_words
 from engine.core.events import Word
 
 
+LOOPED = ("cap", "loop", "compression")  # the guard's verdicts on a decode that loops: it revises nothing
+
+
 class OfflineWindowPass(RevisionPass):
     """The second pass as offline Whisper decodes the recording: the stream re-decoded in consecutive 30 s windows,
     each starting where the previous one's settled segments end (its seek position) and conditioned on the tokens
@@ -27,12 +30,16 @@ class OfflineWindowPass(RevisionPass):
     The VAD's pauses cut speech into utterances, and each utterance's final text is decoded without most of the
     audio around it; an offline decode hears up to 30 s of it, before and after each word. A window runs once all
     of its 30 s have been heard (plus ``margin_s``, so speech the VAD has not yet reported is not in it) and no
-    utterance is open (the caller's rule), or at the end of the stream (the rest, in as many windows as it takes):
-    a revision comes about 30 s after the speech at most, and the live partials and finals are not delayed by it.
-    A window that overlaps no utterance is skipped (30 s of silence: offline Whisper hears nothing there either).
-    Where the language changes (``asr.language = "auto"``), the window ends between the two utterances and the
-    prompt restarts: prompted in one language, Whisper translates speech in another. A decode that loops (fails
-    the guard's token cap, repetition or compression checks) revises nothing, and the prompt restarts after it.
+    utterance is open (the caller's rule), or at the end of the stream (the rest, in as many windows as it takes,
+    each of at most 30 s and judged by the guard on its own; the one that reaches the end of the stream keeps every
+    segment, and a rest under 0.3 s is not decoded): a revision comes about 30 s after the speech at most, and the
+    live partials and finals are not delayed by it. Consecutive windows never hear the same audio twice: each starts
+    where the words the previous one settled end. A window that overlaps no utterance is skipped (30 s of silence:
+    offline Whisper hears nothing there either). Where the language changes (``asr.language = "auto"``), the window
+    ends between the two utterances and the prompt restarts: prompted in one language, Whisper translates speech in
+    another. A decode that loops (fails the guard's token cap, repetition or compression checks) is decoded once
+    more without the prompt; if that loops too, it revises nothing (the utterances it heard keep their final
+    text), and the prompt restarts after it.
 
     Args:
         backend: a :class:`engine.asr.backend.WindowASRBackend` (faster-whisper), or None until the
@@ -54,7 +61,8 @@ class OfflineWindowPass(RevisionPass):
         self._context0 = context
         self._tokens: list[int] | None = None  # token ids decoded so far (None: encode the context first)
         self._prompt_language = ""  # the language the prompt tokens are in ("" when not known)
-        self.ready: tuple[float, float, bool, str] | None = None  # (start, end, last, language) of the next window
+        # (start, end, last, language, at the end of the stream) of the next window
+        self.ready: tuple[float, float, bool, str, bool] | None = None
 
     def add(self, u: SpokenUtterance, whole: bool = True) -> None:
         """A new final transcript (``whole`` is not used: every utterance is decoded again)."""
@@ -78,24 +86,26 @@ class OfflineWindowPass(RevisionPass):
         if self.ready is not None:
             return True
         # 30 s without an utterance: offline Whisper's window there gives nothing; the next one starts after it
-        while (now is not None and now - self.seek >= self.window_s + self.margin_s
+        while ((now is None or now - self.seek >= self.window_s + self.margin_s) and self.pending
                and not any(u.t_start < self.seek + self.window_s for u in self.pending)):
             self.seek += self.window_s
         if not self.pending:
             return False
-        if now is None:
-            end, last = max(u.t_end for u in self.pending) + self.window_s, True  # all the audio there is
-        elif now - self.seek >= self.window_s + self.margin_s:
-            end, last = self.seek + self.window_s, False
-        else:
+        if now is not None and now - self.seek < self.window_s + self.margin_s:
             return False
+        # one 30 s window, as offline Whisper decodes it, also at the end of the stream: the rest is decoded window
+        # by window, each judged by the guard on its own (as one decode, the rest of a long utterance outgrew one
+        # window's token cap and was rejected whole); the window that holds the end of every pending utterance
+        # (the end of the stream) keeps every segment it decodes
+        end = self.seek + self.window_s
+        last = now is None and max(u.t_end for u in self.pending) <= end
         us = [u for u in self.pending if u.t_start < end]
         language = next((u.language for u in us if u.language), "")
         for a, b in zip(us, us[1:]):
             if a.language and b.language and a.language != b.language:
                 end, last = (a.t_end + b.t_start) / 2, True  # the window ends where the language changes
                 break
-        self.ready = (self.seek, end, last, language)
+        self.ready = (self.seek, end, last, language, now is None)
         return True
 
     def _prompt(self, language: str) -> list[int]:
@@ -115,29 +125,48 @@ class OfflineWindowPass(RevisionPass):
         decode (None: the language of its utterances; a callable is not used here)."""
         if self.ready is None:
             return None
-        start, end, last, lang = self.ready
+        start, end, last, lang, eos = self.ready
         self.ready = None
         if isinstance(language, str) and language:
             lang = language
-        return _WindowJob((start, end), self._prompt(lang), lang, last, end if last else end + self.margin_s)
+        return _WindowJob((start, end), self._prompt(lang), lang, last, end if last else end + self.margin_s, eos)
 
     def decode(self, job: "_WindowJob", audio: np.ndarray, t0: float) -> BackendResult | None:
         """The backend's decode of ``job``'s window from ``audio`` (float32 16 kHz starting at the audio time ``t0``,
         seconds); None when that audio lacks most of it. A window before the end of the stream is given the audio
         after it too (up to ``margin_s``), as an offline decode computes a window's features from the whole
-        recording: cut at the window's end, the last frames differ and Whisper may settle fewer segments. Touches
-        no state but the counters."""
+        recording: cut at the window's end, the last frames differ and Whisper may settle fewer segments. At the end
+        of the stream, a window the audio ends in is the last (every segment kept), and one with less than 0.3 s of
+        audio left gives no words (a window of nearly all padding: not a failed decode). A window that loops with
+        its prompt is decoded again without it (``prompt_reset`` in the stats when that one is kept). Touches no
+        state but the counters."""
         t_audio = t0 + len(audio) / SAMPLE_RATE
-        a, b = max(job.window[0], t0), min(job.window[1], t_audio)
+        if job.eos and t_audio <= job.window[1]:  # the stream ends inside the window: no window comes after it
+            job.last = True
+        w0 = job.window[0]
+        a, b = max(w0, t0), min(job.window[1], t_audio)
         job.window = (a, b)
         upto = b if job.last else min(t_audio, b + self.margin_s)
         seg = np.asarray(audio[int(round((a - t0) * SAMPLE_RATE)): int(round((upto - t0) * SAMPLE_RATE))],
                          np.float32)
         self.last_compute_s = 0.0
         if (b - a) < 0.3:
+            if job.eos and job.last and a <= w0 + 1e-6:
+                # the end of the stream is under 0.3 s after the seek position: nothing is left to decode (Whisper
+                # on a window that is nearly all padding writes text the audio does not hold); the utterances keep
+                # the words the windows before gave them
+                return BackendResult([], [], {"seek_s": b - a, "prompt_tokens": [], "guard": "", "tokens": 0})
             return None
         t_start = time.perf_counter()
         res = self.backend.transcribe_window(seg, job.prompt_tokens, job.language or None, last=job.last)
+        if res.stats.get("guard") in LOOPED and job.prompt_tokens:
+            # conditioned on the text before it, Whisper may write that text again instead of the audio (offline
+            # Whisper stops conditioning on it after a window that needed its fallback): the window once more
+            # without the prompt, kept if it passes the guard
+            retry = self.backend.transcribe_window(seg, [], job.language or None, last=job.last)
+            if retry.stats.get("guard") not in LOOPED:
+                res = retry
+                res.stats["prompt_reset"] = True
         job.compute_s = self.last_compute_s = time.perf_counter() - t_start
         self.runs += 1
         return res
@@ -146,7 +175,7 @@ class OfflineWindowPass(RevisionPass):
         """Give the window's words to the utterances it heard, settle those it passed the end of, and move the seek
         position on. Returns the settled utterances whose text changed (None: none)."""
         a, end = job.window
-        rejected = res is None or res.stats.get("guard") in ("cap", "loop", "compression")
+        rejected = res is None or res.stats.get("guard") in LOOPED
         seek = end if (res is None or job.last) else min(end, a + float(res.stats.get("seek_s", end - a)))
         seek = max(seek, self.seek + 0.1)  # always forward
         us = [u for u in self.pending if u.t_start < seek]
@@ -160,7 +189,8 @@ class OfflineWindowPass(RevisionPass):
             if us:
                 for w, k in zip(words, assign_words([u.words for u in us], words, bounds)):
                     self._new[us[k].index].append(w)
-            self._tokens = (self._tokens or []) + list(res.stats.get("prompt_tokens", []))
+            before = [] if res.stats.get("prompt_reset") else (self._tokens or [])
+            self._tokens = before + list(res.stats.get("prompt_tokens", []))
             self._prompt_language = lang or self._prompt_language
         self.seek = seek
         changed = []
@@ -198,4 +228,5 @@ class _WindowJob:
     language: str
     last: bool
     audio_end: float  # the decode hears the audio up to here (seconds): past the window's end unless ``last``
+    eos: bool = False  # due at the end of the stream: the audio given is all there is
     compute_s: float = 0.0

@@ -396,7 +396,13 @@ class SecondPass(RevisionPass):
         if res.stats.get("doubtful") or len(words) < 0.75 * sum(len(ws) for ws in old):
             self._settle(chain)
             return None
-        ends = [chain[0].t_start - self.pad_s] + [(u.t_end + v.t_start) / 2 for u, v in zip(chain, chain[1:])]
+        # the acoustic context's words were settled by the run before: a new word goes to the chain only once past
+        # the middle of the pause after them (as between two utterances), not from the chain's padding on, where
+        # the context's last words, decoded a second time, would be given to the first utterance as well
+        first = chain[0].t_start - self.pad_s
+        if left:
+            first = min(chain[0].t_start, max(first, (max(w.end for w in left) + chain[0].t_start) / 2))
+        ends = [first] + [(u.t_end + v.t_start) / 2 for u, v in zip(chain, chain[1:])]
         owner = assign_words(old, words, ends)
         new: list[list[Word]] = [[] for _ in chain]
         for w, k in zip(words, owner):
