@@ -55,19 +55,13 @@ NOT_IN_IMAGE = ("ctranslate2", "faster_whisper", "llama_cpp", "piper", "jiwer", 
 LLM_ARCHS = {"qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b.json", "qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b.json"}
 
 
-class _Blocked:
-    """A meta-path finder that refuses the modules the lent image lacks."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in NOT_IN_IMAGE:
-            raise ImportError(f"{name} is not in the device image (SPECVOICE_IMAGE_ONLY=1)")
-        return None
-
-
 def image_only() -> None:
-    """From now on, importing a module the lent image lacks raises ImportError (already imported ones stay)."""
-    if not any(isinstance(f, _Blocked) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Blocked())
+    """From now on the modules the lent image lacks are absent: importing one raises ImportError and
+    ``importlib.util.find_spec`` answers None, as there (a None entry in ``sys.modules`` does both). Modules imported
+    already stay."""
+    for name in NOT_IN_IMAGE:
+        if name not in sys.modules:
+            sys.modules[name] = None
 
 
 def _load_json(p: Path) -> dict | None:
@@ -181,7 +175,7 @@ def verify_cost(device: str, ks=KS, repeats: int = 5, llms=tuple(LLM_ARCHS)) -> 
 
 
 # ------------------------------------------------------------------------------------------------- jobs
-def jobs(device: str, limit: int, families, cost: bool = True) -> list[tuple[str, str, callable]]:
+def jobs(device: str, limit: int, families, cost: bool = True, layers: int = 0) -> list[tuple[str, str, callable]]:
     """(name, output file, thunk) for each job of a run, in order."""
     out = []
     for fam in families:
@@ -190,7 +184,10 @@ def jobs(device: str, limit: int, families, cost: bool = True) -> list[tuple[str
         def thunk(fam=fam, mod_name=mod_name):
             mod = importlib.import_module(mod_name)
             trace = load_trace(fam)
-            res = {"replayed": mod.replay(trace, device=device, limit=limit)}
+            if layers and fam in ("predgen", "ssbd"):  # the self-test: the LLM cut to a few layers (not a measurement)
+                res = {"replayed": mod.replay(trace, device=device, limit=limit, layers=layers), "layers": layers}
+            else:
+                res = {"replayed": mod.replay(trace, device=device, limit=limit)}
             if fam == "pcg":  # the codec LM's real weights travel with the repository
                 res["real"] = mod.real(trace, device=device, limit=limit)
             return res
@@ -204,7 +201,7 @@ def jobs(device: str, limit: int, families, cost: bool = True) -> list[tuple[str
 
 
 def run(device: str, out: Path, limit: int = 0, budget_s: float = 420.0, families=tuple(FAMILIES),
-        cost: bool = True) -> int:
+        cost: bool = True, layers: int = 0) -> int:
     """Run every job on ``device``, writing ``out``/<job>.json and ``out``/device.json. Returns 0 when every job
     ran, 1 when one failed or the budget left one out."""
     import torch
@@ -219,7 +216,9 @@ def run(device: str, out: Path, limit: int = 0, budget_s: float = 420.0, familie
                      "real models on a CPU); PCG also with the real codec-LM weights")
     t_start = time.perf_counter()
     status = 0
-    for name, fname, thunk in jobs(device, limit, families, cost):
+    if layers:
+        info["layers"] = f"the LLM cut to its first {layers} layers: a check that the script runs, not a measurement"
+    for name, fname, thunk in jobs(device, limit, families, cost, layers):
         spent = time.perf_counter() - t_start
         if spent > budget_s:
             info["jobs"][name] = {"status": "skipped", "why": f"budget of {budget_s:.0f} s spent"}
@@ -293,6 +292,8 @@ def main(argv=None) -> int:
     r.add_argument("--budget-s", type=float, default=420.0, help="take no new job after this many seconds")
     r.add_argument("--only", default=",".join(FAMILIES), help="families: " + ", ".join(FAMILIES))
     r.add_argument("--no-cost", action="store_true", help="skip the cost curves")
+    r.add_argument("--layers", type=int, default=0,
+                   help="replay the LLM families on their first N layers only (the CPU self-test; 0 = all)")
     r.add_argument("--out", help="output folder (default bench/results/gpu/<device>/, cpu-selftest on the CPU)")
     v = sub.add_parser("validate", help="CPU: replayed vs real speed-ups in one run")
     v.add_argument("--limit", type=int, default=0)
@@ -317,7 +318,7 @@ def main(argv=None) -> int:
         out = RESULTS / "gpu" / slug(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cuda")
     else:
         out = ROOT / "out" / "gpu-replay" / "cpu-selftest"
-    return run(a.device, out, a.limit, a.budget_s, fams, cost=not a.no_cost)
+    return run(a.device, out, a.limit, a.budget_s, fams, cost=not a.no_cost, layers=a.layers)
 
 
 if __name__ == "__main__":

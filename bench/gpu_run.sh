@@ -4,7 +4,8 @@
 # torch, transformers, numpy, onnxruntime) and the repository; about 5 minutes on one H200-class GPU.
 #
 #   bash bench/gpu_run.sh                       # on a machine with a CUDA GPU
-#   SUITE_DEVICE=cpu bash bench/gpu_run.sh      # the self-test on a CPU: one item per family, no GPU numbers
+#   SUITE_DEVICE=cpu bash bench/gpu_run.sh      # the self-test on a CPU: one item per family, the LLM cut to two
+#                                               # layers; a check that it runs, never a measurement
 #
 # $OUT: where the results go (default bench/results/gpu): $OUT/<gpu name>/*.json with device.json and the run's log
 #   gpu_run.log; the self-test writes $OUT/cpu-selftest/ (default out/gpu-replay/cpu-selftest).
@@ -42,7 +43,7 @@ print(slug(torch.cuda.get_device_name(0)))')"; then
     ;;
   cpu)
     DEST="${OUT:-out/gpu-replay}/cpu-selftest"
-    ARGS=(run --device cpu --limit 1 --budget-s "${BUDGET_S:-900}")
+    ARGS=(run --device cpu --limit 1 --layers 2 --budget-s "${BUDGET_S:-900}")
     ;;
   *) say "SUITE_DEVICE must be cuda or cpu, not $DEVICE"; exit 2 ;;
 esac
