@@ -295,6 +295,7 @@ def _two_sessions_then_close(display: str, tmp: Path, cfg: Path, caption_audio: 
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # the once-over run is test_close_after_an_assistant_then_a_caption_session_and_screenshots
 def test_close_after_an_assistant_then_a_caption_session_10_times(xvfb, tmp_path, small_gguf, short_speech):
     """The issue's bar: ``specvoice app`` on an X server (xcb), real models (the small ones), an assistant session on
     the spoken question, a caption session, the window closed — in 10 separate app processes, each exits 0 without a
