@@ -124,7 +124,40 @@ def rebuild(out: np.ndarray, rows: list[list], mask_ids: np.ndarray | None = Non
             out[i, r[2::2]] = r[3::2]
 
 
-class RecordingLM:
+class _WrappedLM:
+    """A causal LM that forwards every attribute to ``lm`` (the wrapped model), except ``hide``'s, and answers the
+    text calls (:data:`TAPED`) through ``tape`` when one is given. Subclasses intercept ``eval`` / ``eval_tree`` via
+    :meth:`_pass`."""
+
+    def __init__(self, lm, stream: list, hide: Sequence[str] = (), tape: "Tape | None" = None):
+        object.__setattr__(self, "_lm", lm)
+        object.__setattr__(self, "_stream", stream)
+        object.__setattr__(self, "_hide", frozenset(hide))
+        object.__setattr__(self, "_tape", tape)
+
+    def __getattr__(self, name):
+        if name in self._hide:
+            raise AttributeError(name)
+        if self._tape is not None and name in TAPED:
+            return self._tape.method("lm." + name, getattr(self._lm, name, None))
+        return getattr(self._lm, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._lm, name, value)
+
+    def _pass(self, kind: str, tokens, logits: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def eval(self, tokens):
+        tokens = list(tokens)
+        return self._pass("eval", tokens, self._lm.eval(tokens))
+
+    def eval_tree(self, tokens, parents):
+        tokens = list(tokens)
+        return self._pass("tree", tokens, self._lm.eval_tree(tokens, parents))
+
+
+class RecordingLM(_WrappedLM):
     """A causal LM (the wrapped one answers) whose every ``eval`` / ``eval_tree`` is appended to ``stream``.
 
     Everything else is the wrapped model's (attribute access is forwarded). ``hide`` names attributes to hide, so a
@@ -138,45 +171,24 @@ class RecordingLM:
 
     def __init__(self, lm, stream: list, mask_ids: Sequence[int] | None = None, hide: Sequence[str] = (),
                  tape: "Tape | None" = None):
-        object.__setattr__(self, "_lm", lm)
-        object.__setattr__(self, "_stream", stream)
-        object.__setattr__(self, "_hide", frozenset(hide))
-        object.__setattr__(self, "_tape", tape)
+        super().__init__(lm, stream, hide, tape)
         m = None
         if mask_ids is not None:
             m = np.zeros(int(lm.n_vocab), bool)
             m[np.asarray(list(mask_ids), int)] = True
         object.__setattr__(self, "_mask", m)
 
-    def __getattr__(self, name):
-        if name in self._hide:
-            raise AttributeError(name)
-        if self._tape is not None and name in TAPED:
-            return self._tape.method("lm." + name, getattr(self._lm, name, None))
-        return getattr(self._lm, name)
-
-    def __setattr__(self, name, value):
-        setattr(self._lm, name, value)
-
-    def _keep(self, kind: str, tokens, logits: np.ndarray) -> np.ndarray:
+    def _pass(self, kind: str, tokens, logits: np.ndarray) -> np.ndarray:
         self._stream.append({"n": len(tokens), "crc": crc(tokens), "kind": kind,
                              "rows": summarize(logits, self._mask)})
         return logits
-
-    def eval(self, tokens):
-        tokens = list(tokens)
-        return self._keep("eval", tokens, self._lm.eval(tokens))
-
-    def eval_tree(self, tokens, parents):
-        tokens = list(tokens)
-        return self._keep("tree", tokens, self._lm.eval_tree(tokens, parents))
 
 
 class ReplayDiverged(RuntimeError):
     """A replayed call has another length than the recorded one: the replay cannot go on."""
 
 
-class ScriptedLM:
+class ScriptedLM(_WrappedLM):
     """A causal LM with placeholder weights whose logits rows are rebuilt from a recorded stream.
 
     The wrapped model runs every pass as the product runs it; then its rows are overwritten (:func:`rebuild`). Time
@@ -197,29 +209,16 @@ class ScriptedLM:
 
     def __init__(self, lm, stream: list, mask_ids: Sequence[int] | None = None, hide: Sequence[str] = (),
                  counters: dict | None = None, tape: "Tape | None" = None):
-        object.__setattr__(self, "_lm", lm)
-        object.__setattr__(self, "_tape", tape)
-        object.__setattr__(self, "_stream", stream)
-        object.__setattr__(self, "_hide", frozenset(hide))
+        super().__init__(lm, stream, hide, tape)
         object.__setattr__(self, "_mask_ids", None if mask_ids is None else np.asarray(list(mask_ids), np.int64))
         object.__setattr__(self, "_c", counters if counters is not None else
-                           {"cursor": 0, "calls": 0, "diverged": 0, "overhead_s": 0.0})
+                           new_counters())
 
     @property
     def counters(self) -> dict:
         return self._c
 
-    def __getattr__(self, name):
-        if name in self._hide:
-            raise AttributeError(name)
-        if self._tape is not None and name in TAPED:
-            return self._tape.method("lm." + name, getattr(self._lm, name, None))
-        return getattr(self._lm, name)
-
-    def __setattr__(self, name, value):
-        setattr(self._lm, name, value)
-
-    def _script(self, kind: str, tokens, logits: np.ndarray) -> np.ndarray:
+    def _pass(self, kind: str, tokens, logits: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
         c = self._c
         if c["cursor"] >= len(self._stream):
@@ -234,14 +233,6 @@ class ScriptedLM:
         rebuild(logits, rec["rows"], self._mask_ids)
         c["overhead_s"] += time.perf_counter() - t0
         return logits
-
-    def eval(self, tokens):
-        tokens = list(tokens)
-        return self._script("eval", tokens, self._lm.eval(tokens))
-
-    def eval_tree(self, tokens, parents):
-        tokens = list(tokens)
-        return self._script("tree", tokens, self._lm.eval_tree(tokens, parents))
 
 
 def new_counters() -> dict:
