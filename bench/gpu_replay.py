@@ -30,7 +30,6 @@ import importlib
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 import traceback
@@ -103,29 +102,6 @@ def slug(name: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ cost curves
-def _curve(lm, context: list[int], tokens: list[int], ks, repeats: int, sync) -> list[dict]:
-    """Median ms of ``lm.eval(tokens[:k])`` after ``context`` (cropped back after each pass), and in one-token
-    steps. The first pass of each size warms up."""
-    lm.crop(0)
-    lm.eval(context)
-    base = lm.n_past
-    rows = []
-    for k in sorted(set(ks) | {1}):
-        times = []
-        for r in range(repeats + 1):
-            lm.crop(base)
-            sync()
-            t0 = time.perf_counter()
-            lm.eval(tokens[:k])
-            if r:
-                times.append(time.perf_counter() - t0)
-        rows.append({"tokens": k, "ms": round(1000 * statistics.median(times), 3)})
-    lm.crop(base)
-    for row in rows:
-        row["steps"] = round(row["ms"] / rows[0]["ms"], 3)
-    return rows
-
-
 def placeholder_llm(arch_file: str, device: str, seed: int = 0):
     """:class:`engine.llm.torch_lm.TorchCausalLM` over a Qwen2 of the architecture in ``bench/data/replay/models/``
     with seeded random weights (bfloat16 on CUDA, float32 on the CPU, as the product loads the real ones)."""
@@ -150,6 +126,7 @@ def verify_cost(device: str, ks=KS, repeats: int = 5, llms=tuple(LLM_ARCHS)) -> 
     import numpy as np
     import torch
 
+    from bench.gpu_verify_cost import curve
     from bench.replay.asr import placeholder_whisper
     from bench.replay.trace import Tape
 
@@ -162,12 +139,12 @@ def verify_cost(device: str, ks=KS, repeats: int = 5, llms=tuple(LLM_ARCHS)) -> 
     toks = [int(t) for t in rng.integers(220, 50000, 40 + max(ks))]
     out["targets"]["whisper-base decoder"] = {
         "dtype": str(w.dtype).removeprefix("torch."), "context_tokens": 40,
-        "curve": _curve(w.decoder(enc), toks[:40], toks[40:], ks, repeats, sync)}
+        "curve": curve(w.decoder(enc), toks[:40], toks[40:], ks, repeats, sync)}
     for name in llms:
         lm = placeholder_llm(LLM_ARCHS[name], device)
         ids = [int(t) for t in rng.integers(100, 150000, 256 + max(ks))]
         out["targets"][name] = {"dtype": str(lm.dtype).removeprefix("torch."), "context_tokens": 256,
-                                "curve": _curve(lm, ids[:256], ids[256:], ks, repeats, sync)}
+                                "curve": curve(lm, ids[:256], ids[256:], ks, repeats, sync)}
         del lm
         if device == "cuda":
             torch.cuda.empty_cache()

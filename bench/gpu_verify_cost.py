@@ -35,8 +35,9 @@ CONTEXT_TEXT = HERE / "data" / "mt_bench_questions.jsonl"
 KS = (1, 2, 4, 8, 16, 32, 48)
 
 
-def curve(lm, context: list[int], tokens: list[int], ks, repeats: int) -> list[dict]:
-    """Time ``lm.eval(tokens[:k])`` after ``context`` (cached once, cropped back to after every pass).
+def curve(lm, context: list[int], tokens: list[int], ks, repeats: int, sync=None) -> list[dict]:
+    """Time ``lm.eval(tokens[:k])`` after ``context`` (cached once, cropped back to after every pass); ``sync``:
+    called before each timed pass (e.g. ``torch.cuda.synchronize``).
 
     Returns:
         [{"tokens": k, "ms": median ms, "ms_min", "steps": ms / the k = 1 median}] in ``ks`` order (k = 1 is always
@@ -56,6 +57,8 @@ def curve(lm, context: list[int], tokens: list[int], ks, repeats: int) -> list[d
         times = []
         for r in range(repeats + 1):  # the first pass of each size warms up (allocations, kernel selection)
             lm.crop(base)
+            if sync is not None:  # a device's queued work is not this pass's
+                sync()
             t0 = time.perf_counter()
             lm.eval(tokens[:k])
             if r:
