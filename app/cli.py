@@ -157,7 +157,7 @@ class Live:
 
     def show(self, ev) -> None:
         from engine.core.events import (AnswerDone, AnswerSaved, AnswerSentence, Caption, EchoCancelling, Error,
-                                        FinalTranscript, PartialTranscript, RevisedTranscript, Status)
+                                        FinalTranscript, PartialTranscript, RevisedTranscript, Status, WakeState)
         from engine.pipeline import Backlog
 
         line = self.printer.line
@@ -179,7 +179,7 @@ class Live:
                  f"(speech recognition is {ev.behind_s:.1f} s behind; catching up, no audio is dropped)")
         elif isinstance(ev, Error):
             line(f"! {ev.where}: {ev.message}")
-        elif isinstance(ev, Status):
+        elif isinstance(ev, (Status, WakeState)):  # WakeState: "listening for '<phrase>'" / "in conversation"
             line(ev.text)
         elif isinstance(ev, EchoCancelling) and ev.on:
             line("echo cancellation on (duplex.echo_cancellation)")

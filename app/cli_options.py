@@ -22,6 +22,7 @@ BENCHES = {  # name → module with main(argv)
     "conversation": "bench.conversation_bench", "causal-final": "bench.causal_final_bench",
     "caption-prompt": "bench.caption_prompt_bench",
     "vad-gate": "bench.vad_gate", "gpu-codec-tts": "bench.gpu_codec_tts", "gpu-replay": "bench.gpu_replay",
+    "wake": "bench.wake_bench", "voices": "bench.voices_bench",
 }
 
 

@@ -65,6 +65,8 @@ class EngineController(QObject):
     echo_cancelling = Signal(bool)  # the session's microphone is echo-cancelled (emitted once a session starts)
     final_language = Signal(int, str)  # utterance, ISO 639-1 code of its final ("" unknown); just before ``final``
     revised = Signal(object)  # engine.core.events.RevisedTranscript: the second pass changed final texts
+    # hands-free with a wake phrase: "listening" | "conversation" (engine.core.events.WakeState) and its status line
+    wake_state = Signal(str, str)
 
     def __init__(self, cfg: Config | None = None, journal_path: str | Path | None = None):
         super().__init__()
@@ -232,6 +234,8 @@ class EngineController(QObject):
             self.barge_in.emit(ev.t, ev.path)
         elif isinstance(ev, E.EchoCancelling):
             self.echo_cancelling.emit(ev.on)
+        elif isinstance(ev, E.WakeState):
+            self.wake_state.emit(ev.state, ev.text)
         elif isinstance(ev, Backlog):
             self.status.emit("speech recognition is back in step" if ev.caught_up else
                              f"speech recognition is {ev.behind_s:.1f} s behind; catching up (no audio is lost)")

@@ -12,7 +12,9 @@ What it shows is current: the metrics panel (plain labels, each with its exact d
 is cleared when a session starts, while the latency plot keeps every answered turn of the window's life. With the
 output "No playback (write WAV only)" each answer's audio is written to ``answers/`` beside the journal and its path
 is shown. A missing microphone is named in the input list and on the status line. Lines that come and go (the
-partial transcript, the end-of-turn decision, the loading bar) have their space reserved, so nothing moves.
+partial transcript, the end-of-turn decision, the loading bar) have their space reserved, so nothing moves. With a
+wake phrase (``duplex.wake_phrase``) the line under the buttons names it before hands-free starts, then says whether
+the session is listening for it or in conversation (``WakeState``, also on the status line).
 
 The transcript is the best one known: when the engine's second pass revises final transcripts
 (``RevisedTranscript``, arriving as the controller's ``revised`` signal) the shown lines of those utterances take
@@ -36,6 +38,7 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QFileDialog, QFormLayout
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from audio.sources import output_devices
+from engine.answer.turn import complete_threshold
 from engine.core.events import (AsrMetrics, CaptionMetrics, SpokenAnswerMetrics, TurnMetrics)
 from engine.journal import default_journal_path
 from engine.session import FILE_PREFIX, SessionOptions
@@ -138,6 +141,10 @@ class MainWindow(QMainWindow):
         self.handsfree = QPushButton("Start hands-free")
         self.handsfree.setCheckable(True)
         self.stop_audio = QPushButton("Stop answer")
+        self.wake_label = QLabel()  # hands-free with a wake phrase: the phrase to say, then the session's state
+        self.wake_label.setObjectName("wake")
+        self.wake_label.setStyleSheet("color:#555")
+        self.wake_label.setFixedHeight(self._lines(1))  # reserved: a phrase set or cleared never moves the status
         self.input_pick = QComboBox()
         self.output_pick = QComboBox()
         self.level = QProgressBar()
@@ -229,6 +236,7 @@ class MainWindow(QMainWindow):
         left.addWidget(self.conversation, 1)
         left.addWidget(self.live)
         left.addLayout(controls)
+        left.addWidget(self.wake_label)
         status = QHBoxLayout()
         status.addWidget(self.status_label, 1)
         status.addWidget(self.language_label)
@@ -243,6 +251,7 @@ class MainWindow(QMainWindow):
         w.setLayout(root)
         self.setCentralWidget(w)
         self.resize(1100, 720)
+        self._show_wake_hint()
 
         menu = self.menuBar()
         fm = menu.addMenu("&File")
@@ -301,7 +310,8 @@ class MainWindow(QMainWindow):
                        (c.session_ended, self._on_session_ended), (c.models_ready, self._models_loaded),
                        (c.load_failed, self._models_loaded), (c.speakers, self._on_speakers),
                        (c.barge_in, self._on_barge_in), (c.echo_cancelling, self._on_echo_cancelling),
-                       (c.final_language, self._on_final_language), (c.revised, self._on_revised)]
+                       (c.final_language, self._on_final_language), (c.revised, self._on_revised),
+                       (c.wake_state, self._on_wake_state)]
         for sig, slot in self._links:  # bound methods of the window: delivered on the GUI thread (queued)
             sig.connect(slot)
         self.talk.pressed.connect(self.talk_pressed)
@@ -340,6 +350,23 @@ class MainWindow(QMainWindow):
     @_live
     def _on_echo_cancelling(self, on: bool) -> None:
         self.m_aec.setText("on (loudspeaker)" if on else "off")
+
+    def _show_wake_hint(self, *_) -> None:
+        """Outside a session, the wake phrase hands-free waits for (``duplex.wake_phrase``; nothing when unset)."""
+        d = self.ctl.cfg.duplex
+        phrase = " ".join(d.wake_phrase.split())
+        hint = (f"Hands-free answers only what starts with “{phrase}” (then follow-ups for {d.follow_up_s:g} s "
+                "after each answer; push-to-talk needs no phrase)") if phrase else ""
+        self.wake_label.setText(hint)
+        self.handsfree.setToolTip(hint or "Listen continuously: the voice detector decides when you spoke; every "
+                                          "utterance is answered (set a wake phrase in Settings → duplex.wake_phrase)")
+
+    @_live
+    def _on_wake_state(self, state: str, text: str) -> None:
+        phrase = " ".join(self.ctl.cfg.duplex.wake_phrase.split())
+        self.wake_label.setText(f"Listening for “{phrase}”" if state == "listening" else
+                                "In conversation: no need for the phrase until the follow-up window ends")
+        self._on_status(text)
 
     @_live
     def _on_status(self, text: str) -> None:
@@ -590,7 +617,7 @@ class MainWindow(QMainWindow):
                 self.plot.add(m.first_audio_s)
             self.m_accept.setText(answer_speculation_text(m))
         elif isinstance(m, TurnMetrics):
-            self.m_turn.setText(turn_text(m, self.ctl.cfg.duplex.turn_threshold))
+            self.m_turn.setText(turn_text(m, complete_threshold(self.ctl.cfg.duplex, m.rule)))
         elif isinstance(m, CaptionMetrics):
             self.m_ne.setText(f"{m.ne:.2f} words taken back per word")
             self.m_accept.setText(f"{m.acceptance:.0%} of draft tokens kept; {m.accepted_share:.0%} of the "
@@ -603,6 +630,7 @@ class MainWindow(QMainWindow):
     @_live
     def _on_session_ended(self) -> None:
         self.live.setText("")  # nothing is pending any more: no "…" left over
+        self._show_wake_hint()
         if self.handsfree.isChecked():
             self.handsfree.blockSignals(True)
             self.handsfree.setChecked(False)
@@ -613,6 +641,7 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> SettingsDialog:
         dlg = SettingsDialog(self.ctl.cfg, self.store, self, base=self.base_cfg)
         dlg.applied.connect(self.ctl.apply_config)
+        dlg.applied.connect(self._show_wake_hint)  # after the controller took the new configuration
         dlg.show()
         return dlg
 

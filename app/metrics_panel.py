@@ -34,9 +34,11 @@ METRICS = {
              "Normalized erasure (NE): words erased from the shown translation while it updated, per word of the "
              "final translation. 0 = nothing shown was ever taken back; lower flickers less."),
     "m_turn": ("End of turn",
-               "How each utterance ended: Smart Turn's probability P(complete) that you finished your turn, judged at "
-               "each pause — at or above the threshold (Settings → duplex.turn_threshold) the turn ends, below it "
-               "the app keeps listening; a long silence or releasing the talk button always ends it."),
+               "How each utterance ended: the probability P(complete) that you finished your turn, judged at each "
+               "pause by Smart Turn from your voice (duplex.end_of_turn = smart_turn) or by the answering LLM from "
+               "your words (llm) — at or above the threshold (Settings → duplex.turn_threshold, duplex.eot_threshold) "
+               "the turn ends, below it the app keeps listening; a long silence or releasing the talk button always "
+               "ends it."),
     "m_barge": ("Interruptions",
                 "Barge-in: times you spoke over the answer and it stopped, the audio time (s) of the latest, and "
                 "what heard you (speech = the voice detector, double talk = the echo canceller's detector)."),

@@ -31,7 +31,9 @@ absolute loudness); this one is relative to the measured background, so it needs
 End of turn (optional ``turn_hook``, e.g. :class:`audio.turn.TurnDetector` — Smart Turn v3.2): at the "pause" event
 (a short silence) the hook scores the utterance so far; when its "complete" probability is ≥ ``turn_threshold`` the
 utterance ends right there, otherwise it ends after ``min_silence_s`` (then set long, e.g. 2–3 s) unless speech
-resumes. Without a hook the behaviour is unchanged.
+resumes. Without a hook the behaviour is unchanged. An asynchronous ``verdict`` (a transcript-based judgement that
+arrives while the silence goes on, e.g. the answering LLM's end-of-turn probability) sets the silence that ends the
+utterance instead: the pause when complete, ``min_silence_s`` when not, ``unknown_silence_s`` until it comes.
 """
 
 from __future__ import annotations
@@ -88,6 +90,13 @@ class StreamingVAD:
             None = no end-of-turn model.
         turn_threshold: a pause ends the utterance when the hook's probability is ≥ this.
         turn_context_s: audio handed to the hook, at most, seconds (Smart Turn reads 8 s).
+        verdict: ``f(t) -> probability or None`` that the turn is complete, judged on a transcript covering the
+            speech before audio time ``t`` (seconds: the start of the silence in progress), or None while no such
+            verdict exists; asked from the pause on, at every chunk of the silence until one comes (it is computed
+            elsewhere, e.g. by the answering LLM, and may arrive late). ≥ ``turn_threshold``: the utterance ends at
+            once (at the pause); below: after ``min_silence_s``; none yet: after ``unknown_silence_s``.
+        unknown_silence_s: with ``verdict``, the silence that ends an utterance no verdict has judged yet, seconds
+            (default ``min_silence_s``).
         fallback_threshold: speech probability from which a chunk with clear energy counts as speech; None or ≥
             ``threshold`` = no fallback (Silero's threshold alone; the runtime passes ``vad.fallback_threshold``).
         fallback_snr_db: energy above the tracked noise floor that makes a chunk's energy clear, dB.
@@ -104,7 +113,8 @@ class StreamingVAD:
                  min_speech_s: float = 0.25, speech_pad_s: float = 0.2, sample_rate: int = SAMPLE_RATE,
                  pause_s: float | None = None, turn_hook: Callable[[np.ndarray], float] | None = None,
                  turn_threshold: float = 0.5, turn_context_s: float = 8.0, fallback_threshold: float | None = None,
-                 fallback_snr_db: float = 15.0, noise_rise_db_s: float = 3.0, near_snr_db: float | None = None):
+                 fallback_snr_db: float = 15.0, noise_rise_db_s: float = 3.0, near_snr_db: float | None = None,
+                 verdict: Callable[[float], float | None] | None = None, unknown_silence_s: float | None = None):
         from faster_whisper.vad import SileroVADModel
 
         if sample_rate != SAMPLE_RATE:  # CHUNK and the model's state are for the engine's 16 kHz
@@ -121,6 +131,8 @@ class StreamingVAD:
         self.turn_hook = turn_hook
         self.turn_threshold = turn_threshold
         self.turn_context = int(turn_context_s * sample_rate)
+        self.verdict = verdict
+        self.unknown_silence = int((min_silence_s if unknown_silence_s is None else unknown_silence_s) * sample_rate)
         self.fallback_threshold = threshold if fallback_threshold is None else min(fallback_threshold, threshold)
         self.fallback_snr_db = fallback_snr_db
         self.noise_rise = noise_rise_db_s * CHUNK / sample_rate  # dB per chunk
@@ -142,6 +154,7 @@ class StreamingVAD:
         self.utt_start = 0  # first sample of the current utterance (pad included)
         self.last_end = 0  # sample at which the previous utterance ended (pad included)
         self.last_turn: VadEvent | None = None  # the latest "turn" decision
+        self.verdict_p: float | None = None  # the verdict on the silence in progress (``verdict``), once known
         self.noise_floor_db: float | None = None  # tracked minimum of the chunk energy (None before the first chunk)
         self.background_speech = 0.0  # running mean of p over floor-level chunks: is the background itself speech?
         self.background_db: float | None = None  # the background level while the gate is on (dB re full scale)
@@ -197,12 +210,15 @@ class StreamingVAD:
                     if self.silence_start is None:
                         self.silence_start = pos
                         self.pause_sent = False
+                        self.verdict_p = None
                     if not self.pause_sent and self.n - self.silence_start >= max(self.pause, CHUNK) \
                             and self.n - self.silence_start < self.min_silence:
                         self.pause_sent = True
                         events.append(VadEvent("pause", (self.silence_start + self.pad) / self.sr))
                         if self.turn_hook is not None and self._turn_complete(n_chunks - 1 - i, events):
                             continue
+                    if self.verdict is not None and self._verdict_ends(events):
+                        continue
                     if self.n - self.silence_start >= self.min_silence:
                         self.last_end = self.silence_start + self.pad
                         events.append(VadEvent("end", self.last_end / self.sr))
@@ -265,6 +281,33 @@ class StreamingVAD:
         self.last_turn = VadEvent("turn", t, p)
         events.append(self.last_turn)
         if p < self.turn_threshold:
+            return False
+        self.last_end = self.silence_start + self.pad
+        events.append(VadEvent("end", t))
+        self.in_speech = False
+        self.candidate_start = None
+        self.silence_start = None
+        return True
+
+    def _verdict_ends(self, events: list[VadEvent]) -> bool:
+        """The asynchronous end-of-turn rule (``verdict``): once the silence in progress has lasted the pause, ask
+        for a verdict on the speech before it; a verdict ≥ ``turn_threshold`` ends the utterance at the pause,
+        one below waits for ``min_silence_s`` (the longest pause), none yet waits for ``unknown_silence_s``. The
+        first verdict on a silence is appended as a "turn" event; when the utterance ends here, the "end" event
+        too. Returns whether it ended."""
+        silence = self.n - self.silence_start
+        if silence < max(self.pause, CHUNK):
+            return False
+        t = (self.silence_start + self.pad) / self.sr
+        if self.verdict_p is None:
+            p = self.verdict(self.silence_start / self.sr)
+            if p is not None:
+                self.verdict_p = float(p)
+                self.last_turn = VadEvent("turn", t, self.verdict_p)
+                events.append(self.last_turn)
+        p = self.verdict_p
+        need = self.unknown_silence if p is None else self.pause if p >= self.turn_threshold else self.min_silence
+        if silence < need:
             return False
         self.last_end = self.silence_start + self.pad
         events.append(VadEvent("end", t))

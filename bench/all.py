@@ -228,6 +228,12 @@ JOBS: tuple[Job, ...] = (
                                       "predgen", "predgen_sentence"), 1500,
         about="spoken questions in real time through VAD → streaming ASR → answer → TTS, per answer method and "
               "first-piece rule (clause vs whole sentence)"),
+    Job("voice-turn", "voice_turn.json",
+        _bench("voice", "--methods", "cascade", "predgen", "predgen_llm_turn", "predgen_first_clause",
+               "predgen_fast_turn"), 1500,
+        about="the same spoken questions: the default, the end of turn from the LLM's end-of-turn probability, "
+              "updates that go on to the first clause, and both; end of speech → first audio split into turn "
+              "decision, final, first text and its audio"),
     Job("voice-source", "voice_source.json", _bench("voice", "--methods", "predgen", "predgen_partial"), 900,
         about="the same spoken questions, PredGen speculating on the ASR's hypothesis of the final transcript (the "
               "default) vs on the partial transcript as shown: first answer audio, accepted tokens, NFETFS"),
@@ -251,8 +257,18 @@ JOBS: tuple[Job, ...] = (
     Job("caption-0.5b", "caption_qwen0.5b.json",
         _bench("caption", "--methods", "ar", "ssbd", "--set", "caption.model_role=llm_draft"),
         1800, about="the same 100 files with the 0.5B LLM (AR and SSBD, SSBD shown with every display-only mask-k)"),
-    Job("duplex", "duplex.json", _bench("duplex"), 600,
+    Job("duplex", "duplex.json", _bench("duplex", "--no-llm"), 600,
         about="echo cancellation, barge-in and end of turn on simulated rooms (audio time)"),
+    Job("duplex-turn", "duplex_turn.json", _bench("duplex", "--only", "turn"), 900,
+        about="end of turn on the duplex turn set: VAD silences, Smart Turn and the LLM's end-of-turn probability "
+              "(its threshold chosen on development turns; the verdict's ASR + LLM compute measured on this CPU)"),
+    Job("voices", "voices.json", _bench("voices"), 1800,
+        about="voices per language: Whisper-base CER and RTF of fr/de/es answers read by the English Piper voice, "
+              "espeak-ng and Kokoro-82M (2 styles); the gate for adopting Kokoro"),
+    Job("wake", "wake.json", _bench("wake"), 1800,
+        about="the wake phrase (duplex.wake_phrase): misses of three phrases said by 11 voices, alone and before a "
+              "question, clean/reverb/babble/telephone; false wakes per hour over >= 1 h of speech without it; near "
+              "misses; the decision's latency in ASR updates and audio seconds; a tolerance sweep"),
     Job("duplex-seeds", "duplex_seeds.json",
         _bench("duplex", "--only", "echo", "--no-wer", "--seed", "1", "--extra-seeds", "2,3"), 600,
         about="the duplex benchmark's barge-in part on three more seeds of its generator (audio time)"),

@@ -122,6 +122,21 @@ COMPLETE = [
     "Turn off the lights in the kitchen.",
     "How do I make a quick vegetable soup?",
 ]
+# development sentences for choosing duplex.eot_threshold (--dev): none of them is in the lists above
+DEV_PAUSED = [
+    ("Can you find me a, um,", "cheap hotel near the beach?", "filler"),
+    ("How long should I boil, uh,", "an egg for breakfast?", "filler"),
+    ("Tell me the score of the, hmm,", "football match last night.", "filler"),
+    ("Who wrote the book about, um,", "the old man and the sea?", "filler"),
+    ("Add eggs, flour,", "and sugar to my shopping list.", "plain"),
+    ("When my brother calls,", "tell him I am in a meeting.", "plain"),
+]
+DEV_COMPLETE = [
+    "Can you find me a cheap hotel near the beach?",
+    "How long should I boil an egg?",
+    "Who wrote the old man and the sea?",
+    "Add eggs and sugar to my shopping list.",
+]
 ESPEAK_VOICES = [("en-us", 165, 50), ("en-gb", 155, 40), ("en-us+f3", 170, 60), ("en+m3", 150, 35),
                  ("en-gb-x-rp", 160, 55), ("en-us+f2", 175, 65)]
 
@@ -386,8 +401,13 @@ def wer_table(voices, inter: list[dict]) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------- part B
-def make_turns(voices, n: int, rng: np.random.Generator, prng: random.Random) -> list[dict]:
+def make_turns(voices, n: int, rng: np.random.Generator, prng: random.Random, complete: list[str] | None = None,
+               paused: list[tuple[str, str, str]] | None = None) -> list[dict]:
+    """``n`` user turns, a third each complete / with a filler pause / with a plain pause, from ``complete`` and
+    ``paused`` (default the test lists COMPLETE and PAUSED)."""
     from bench.make_speech import level, trim
+
+    COMPLETE_, PAUSED_ = complete or COMPLETE, paused or PAUSED
 
     turns = []
     for i in range(n):
@@ -400,12 +420,12 @@ def make_turns(voices, n: int, rng: np.random.Generator, prng: random.Random) ->
 
         kind = ("complete", "filler", "plain")[i % 3]
         if kind == "complete":
-            text = COMPLETE[(i // 3) % len(COMPLETE)]
+            text = COMPLETE_[(i // 3) % len(COMPLETE_)]
             speech = say(text)
             pause_s, resume = 0.0, None
             pre = None
         else:
-            cands = [p for p in PAUSED if p[2] == kind]
+            cands = [p for p in PAUSED_ if p[2] == kind]
             first, rest, _ = cands[(i // 3) % len(cands)]
             text = f"{first} {rest}"
             full = say(text)
@@ -430,6 +450,69 @@ def make_turns(voices, n: int, rng: np.random.Generator, prng: random.Random) ->
     return turns
 
 
+class LLMTurnJudge:
+    """The answering LLM's end-of-turn verdict on a stretch of user audio, as the live pipeline computes it: the
+    final's decode of the utterance up to the VAD's pause (the ASR backend of the configuration, its
+    ``transcribe_final`` where it has one) and one LLM pass over the user's words in PredGen's chat prompt, reading
+    p(end-of-turn token) (:meth:`engine.answer.predictive.PredGen.judge_turn`). Returns (p, text, compute seconds:
+    decode + pass, measured on this CPU). Memoised per audio stretch (a threshold sweep asks again)."""
+
+    def __init__(self, cfg=None):
+        from engine.config import load_config
+        from engine.runtime import Runtime, build_assistant
+
+        cfg = cfg or load_config()
+        rt = Runtime(cfg, progress=False)
+        self.backend = rt.asr_backend()
+        self.pg = build_assistant(dataclasses_replace_llm(cfg), rt, lambda ev: None).pg
+        self.pg.warm()
+        self.memo: dict = {}
+        self.calls = 0
+
+    def __call__(self, audio: np.ndarray) -> tuple[float, str, float]:
+        from engine.asr.words import join_words
+
+        key = (len(audio), hash(np.asarray(audio[:: 97], np.float32).tobytes()))
+        if key not in self.memo:
+            self.calls += 1
+            t0 = time.perf_counter()
+            fn = getattr(self.backend, "transcribe_final", None) or self.backend.transcribe
+            text = join_words(fn(np.asarray(audio, np.float32), "").words).strip()
+            p = self.pg.judge_turn(text) if text else 0.0
+            self.memo[key] = (float(p if p is not None else 0.0), text, time.perf_counter() - t0)
+        return self.memo[key]
+
+
+def dataclasses_replace_llm(cfg):
+    """``cfg`` answering with PredGen (the verdict is PredGen's)."""
+    import dataclasses
+
+    return dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, answer_method="predgen"))
+
+
+class SimulatedVerdict:
+    """``duplex.end_of_turn = llm`` on the audio clock: when the VAD first asks about a silence (at its pause), the
+    utterance's audio up to now goes to the :class:`LLMTurnJudge`; its verdict is available once the judge's
+    measured compute time has passed in audio time (the audio goes on arriving in real time meanwhile), as the live
+    pipeline's pause decode and PredGen's verification pass would deliver it. The live pipeline's pass also carries
+    PredGen's candidate (a few tokens more), and a streaming hypothesis that already heard the whole utterance gives
+    a verdict sooner; neither is modelled."""
+
+    def __init__(self, judge: LLMTurnJudge, x: np.ndarray):
+        self.judge, self.x, self.vad = judge, x, None
+        self.asked: dict[int, tuple[float, float, str]] = {}  # silence start (samples) → (ready at s, p, text)
+
+    def __call__(self, silence_start: float) -> float | None:
+        v = self.vad
+        key = int(round(silence_start * SR))
+        if key not in self.asked:
+            now = v.n / SR
+            p, text, compute_s = self.judge(self.x[v.utt_start: v.n])
+            self.asked[key] = (now + compute_s, p, text)
+        ready, p, _ = self.asked[key]
+        return p if v.n / SR >= ready else None
+
+
 def run_turn(vad, t: dict) -> dict:
     x = t["_x"]
     ends, turn_ps = [], []
@@ -445,8 +528,61 @@ def run_turn(vad, t: dict) -> dict:
             "delay_s": round(final[0] - t["end_s"], 3) if final else None, "turn_p": turn_ps}
 
 
+def llm_vad(vad_path: str, judge: LLMTurnJudge, x: np.ndarray, hard_s: float, eot_threshold: float,
+            wait_s: float):
+    """The VAD of ``duplex.end_of_turn = llm`` (as :meth:`engine.runtime.Runtime.vad` builds it: ``wait_s`` =
+    ``duplex.eot_wait_s``) over ``x``, its verdicts simulated (:class:`SimulatedVerdict`)."""
+    from audio.vad import StreamingVAD
+
+    sv = SimulatedVerdict(judge, x)
+    vad = StreamingVAD(vad_path, min_silence_s=hard_s, pause_s=default_of("duplex.turn_pause_s"), verdict=sv,
+                       turn_threshold=eot_threshold, unknown_silence_s=wait_s)
+    sv.vad = vad
+    return vad
+
+
+def summarise_turns(rows: list[dict], turns: list[dict]) -> dict:
+    paused = [r for r, t in zip(rows, turns) if t["resume_s"] is not None]
+    delays = [r["delay_s"] for r in rows if r["delay_s"] is not None]
+    complete = [r["delay_s"] for r, t in zip(rows, turns) if t["kind"] == "complete" and r["delay_s"] is not None]
+    summary = {"cut_off_rate": round(sum(r["cut_off"] for r in paused) / max(1, len(paused)), 3),
+               "cut_offs": sum(r["cut_off"] for r in paused),
+               "delay_p50_s": pct(delays, 50), "delay_p90_s": pct(delays, 90),
+               "delay_mean_s": round(statistics.fmean(delays), 3) if delays else None,
+               "complete_delay_p50_s": pct(complete, 50), "complete_delay_p90_s": pct(complete, 90),
+               "turns_never_ended": sum(1 for r in rows if r["delay_s"] is None)}
+    for kind in ("filler", "plain"):
+        sub = [r for r, t in zip(rows, turns) if t["kind"] == kind]
+        summary[f"cut_off_rate_{kind}"] = round(sum(r["cut_off"] for r in sub) / max(1, len(sub)), 3)
+    return summary
+
+
+THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
+WAITS = (0.6, 1.0, 1.4)  # s: duplex.eot_wait_s candidates
+
+
+def choose_eot_threshold(voices, vad_path: str, judge: LLMTurnJudge, n_turns: int, hard_s: float, seed: int) -> dict:
+    """``duplex.eot_threshold`` and ``duplex.eot_wait_s`` chosen on development turns (DEV_COMPLETE / DEV_PAUSED,
+    their own seed): the pair with the smallest median end-of-turn delay of complete turns among those cutting off
+    ≤ 5 % of the paused ones (the fewest cut-offs when none does)."""
+    turns = make_turns(voices, n_turns, np.random.default_rng(seed), random.Random(seed), DEV_COMPLETE, DEV_PAUSED)
+    sweep = {}
+    for wait in WAITS:
+        for thr in THRESHOLDS:
+            rows = [run_turn(llm_vad(vad_path, judge, t["_x"], hard_s, thr, wait), t) for t in turns]
+            sweep[f"{thr:g}@{wait:g}s"] = dict(summarise_turns(rows, turns), threshold=thr, wait_s=wait)
+    ok = [k for k, v in sweep.items() if v["cut_off_rate"] <= 0.05]
+    key = (lambda k: (sweep[k]["complete_delay_p50_s"] or 9e9, sweep[k]["cut_off_rate"])) if ok else (
+        lambda k: (sweep[k]["cut_off_rate"], sweep[k]["complete_delay_p50_s"] or 9e9))
+    best = min(ok or list(sweep), key=key)
+    return {"seed": seed, "turns": len(turns),
+            "rule": "smallest complete-turn median delay with cut-offs <= 5 % (else the fewest cut-offs)",
+            "sweep": sweep, "chosen": sweep[best]["threshold"], "chosen_wait_s": sweep[best]["wait_s"]}
+
+
 def part_b(voices, vad_path: str, n_turns: int, rng, prng, vad_only_silences: list[float], hard_s: float,
-           threshold: float) -> dict:
+           threshold: float, judge: LLMTurnJudge | None = None, eot_threshold: float | None = None,
+           eot_wait_s: float | None = None) -> dict:
     from audio.turn import TurnDetector
     from audio.vad import StreamingVAD
 
@@ -455,26 +591,67 @@ def part_b(voices, vad_path: str, n_turns: int, rng, prng, vad_only_silences: li
     configs = {f"vad_only_{s:g}s": dict(min_silence_s=s) for s in vad_only_silences}
     configs[f"vad_smart_turn_{hard_s:g}s"] = dict(min_silence_s=hard_s, turn_hook=td.complete_probability,
                                                  turn_threshold=threshold)
+    if judge is not None:
+        configs[f"vad_llm_{hard_s:g}s"] = "llm"
     res: dict = {"turns": len(turns), "paused_turns": sum(1 for t in turns if t["resume_s"] is not None),
                  "configs": {}}
     per_turn = [{k: v for k, v in t.items() if not k.startswith("_")} for t in turns]
     for name, kw in configs.items():
-        rows = [run_turn(StreamingVAD(vad_path, **kw), t) for t in turns]
-        paused = [r for r, t in zip(rows, turns) if t["resume_s"] is not None]
-        delays = [r["delay_s"] for r in rows if r["delay_s"] is not None]
-        summary = {"cut_off_rate": round(sum(r["cut_off"] for r in paused) / max(1, len(paused)), 3),
-                   "cut_offs": sum(r["cut_off"] for r in paused),
-                   "delay_p50_s": pct(delays, 50), "delay_p90_s": pct(delays, 90),
-                   "delay_mean_s": round(statistics.fmean(delays), 3) if delays else None,
-                   "turns_never_ended": sum(1 for r in rows if r["delay_s"] is None)}
-        for kind in ("filler", "plain"):
-            sub = [r for r, t in zip(rows, turns) if t["kind"] == kind]
-            summary[f"cut_off_rate_{kind}"] = round(sum(r["cut_off"] for r in sub) / max(1, len(sub)), 3)
-        res["configs"][name] = summary
+        if kw == "llm":
+            rows = []
+            for t in turns:
+                vad = llm_vad(vad_path, judge, t["_x"], hard_s, eot_threshold, eot_wait_s)
+                r = run_turn(vad, t)
+                r["verdicts"] = [{"t": round(k / SR, 3), "ready_s": round(v[0], 3), "p": round(v[1], 4),
+                                  "text": v[2]} for k, v in vad.verdict.asked.items()]
+                rows.append(r)
+            res["eot_threshold"], res["eot_wait_s"] = eot_threshold, eot_wait_s
+        else:
+            rows = [run_turn(StreamingVAD(vad_path, **kw), t) for t in turns]
+        res["configs"][name] = summarise_turns(rows, turns)
         for pt, r in zip(per_turn, rows):
             pt[name] = r
     res["per_turn"] = per_turn
     return res
+
+
+def part_conversation(vad_path: str, folder: Path, silences: list[float], hard_s: float, threshold: float,
+                      judge: LLMTurnJudge | None, eot_threshold: float | None, eot_wait_s: float | None) -> dict:
+    """The conversation set's hesitation pauses (``|`` in its scripts: 0.3–1.2 s inside a turn, often mid-sentence;
+    bench/data/conversation, every condition): a pause is cut off when an utterance ends inside it. Each end-of-turn
+    rule of part B runs over each whole dialogue, as a live session would hear it."""
+    from audio.io import load_audio
+    from audio.turn import TurnDetector
+    from audio.vad import StreamingVAD
+
+    manifest = json.loads((folder / "manifest.json").read_text())["files"]
+    td = TurnDetector(threshold=threshold)
+    rules = {f"vad_only_{s:g}s": lambda x, s=s: StreamingVAD(vad_path, min_silence_s=s) for s in silences}
+    rules[f"vad_smart_turn_{hard_s:g}s"] = lambda x: StreamingVAD(
+        vad_path, min_silence_s=hard_s, pause_s=default_of("duplex.turn_pause_s"), turn_hook=td.complete_probability,
+        turn_threshold=threshold)
+    if judge is not None:
+        rules[f"vad_llm_{hard_s:g}s"] = lambda x: llm_vad(vad_path, judge, x, hard_s, eot_threshold, eot_wait_s)
+    files = {name: load_audio(folder / name) for name in manifest}
+    out: dict = {"files": len(files), "hesitation_pauses": sum(
+        1 for m in manifest.values() for p in m["pauses"] if p["kind"] == "hesitation"), "configs": {}}
+    for rule, make in rules.items():
+        cut, per_file = 0, {}
+        for name, x in files.items():
+            vad = make(x)
+            ends = []
+            for pos in range(0, len(x) - BLOCK + 1, BLOCK):
+                ends += [ev.t for ev in vad(x[pos:pos + BLOCK]) if ev.kind == "end"]
+            hes = [p for p in manifest[name]["pauses"] if p["kind"] == "hesitation"]
+            # an end event's time is the silence's start + the pad: inside the pause (with the pad's slack)
+            pad = default_of("vad.speech_pad_s")
+            n_cut = sum(any(p["start"] <= e - pad + 0.05 and e < p["start"] + p["seconds"] + pad for e in ends)
+                        for p in hes)
+            cut += n_cut
+            per_file[name] = {"hesitations": len(hes), "cut_off": n_cut, "ends": len(ends)}
+        out["configs"][rule] = {"cut_off_rate": round(cut / max(1, out["hesitation_pauses"]), 3), "cut_offs": cut,
+                                "per_file": per_file}
+    return out
 
 
 # ------------------------------------------------------------------------------------------------------- main
@@ -498,6 +675,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="speech threshold of the barge-in VAD (default: duplex.barge_in_threshold)")
     ap.add_argument("--no-wer", action="store_true", help="skip the Whisper-base WER of the interruptions")
     ap.add_argument("--only", choices=["echo", "turn"], help="run one part")
+    ap.add_argument("--no-llm", action="store_true",
+                    help="end of turn without the LLM rule (duplex.end_of_turn = llm needs the ASR and the LLM)")
+    ap.add_argument("--eot-threshold", type=float, default=None,
+                    help="the LLM rule's threshold (default: chosen on the development turns, DEV_* lists)")
+    ap.add_argument("--eot-wait", type=float, default=None,
+                    help="the LLM rule's wait for a verdict, s (default: chosen with the threshold; "
+                         "duplex.eot_wait_s when the threshold is given)")
+    ap.add_argument("--dev-seed", type=int, default=SEED + 7, help="seed of the development turns")
+    ap.add_argument("--conversation", default=str(HERE / "data" / "conversation"),
+                    help="the conversation set whose hesitation pauses the end-of-turn rules are also run on")
+    ap.add_argument("--no-conversation", action="store_true", help="skip the conversation set's hesitation pauses")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--extra-seeds", default="",
                     help="part A again on these seeds (comma-separated; no WER), reported per seed and pooled "
@@ -521,8 +709,21 @@ def main(argv: list[str] | None = None) -> int:
         # the product's end-of-speech silence is always among the VAD-only rows: the report marks it as the default
         sil = ([float(s) for s in a.vad_only_silences.split(",") if s] if a.vad_only_silences
                else sorted({default_of("vad.min_silence_s"), 1.0, 1.6}))
+        judge = None if a.no_llm else LLMTurnJudge()
+        eot, wait = a.eot_threshold, a.eot_wait
+        selection = None
+        if judge is not None and eot is None:
+            selection = choose_eot_threshold(voices, vad_path, judge, max(12, a.turns // 2), a.hard_limit,
+                                             a.dev_seed)
+            eot, wait = selection["chosen"], selection["chosen_wait_s"]
+        wait = default_of("duplex.eot_wait_s") if wait is None else wait
         out["turn"] = part_b(voices, vad_path, a.turns, np.random.default_rng(a.seed + 1), random.Random(a.seed + 1),
-                             sil, a.hard_limit, a.turn_threshold)
+                             sil, a.hard_limit, a.turn_threshold, judge, eot, wait)
+        if selection is not None:
+            out["turn"]["eot_selection"] = selection
+        if not a.no_conversation:
+            out["turn"]["conversation"] = part_conversation(vad_path, Path(a.conversation), sil, a.hard_limit,
+                                                            a.turn_threshold, judge, eot, wait)
     extra = [int(x) for x in a.extra_seeds.split(",") if x.strip()]
     if a.only != "turn" and extra:
         per_seed = [{"seed": a.seed, **barge_in_summary(out["echo"]["episodes"])}]

@@ -69,6 +69,14 @@ METHODS = {  # name → overrides of the [llm] section (every method answers wit
     "predgen_codec": {"answer_method": "predgen", "predgen_verifier": "greedy", "tts": {"engine": "codec"}},
     "predgen_codec_pcg": {"answer_method": "predgen", "predgen_verifier": "greedy",
                           "tts": {"engine": "codec", "codec_method": "pcg"}},
+    # the end of the turn from the LLM's end-of-turn probability after the user's words (duplex.end_of_turn = llm)
+    "predgen_llm_turn": {"answer_method": "predgen", "predgen_verifier": "greedy",
+                         "duplex": {"end_of_turn": "llm"}},
+    # each update goes on until the first clause is generated (and synthesised) unless a newer partial arrives
+    "predgen_first_clause": {"answer_method": "predgen", "predgen_verifier": "greedy",
+                             "predgen_tokens_per_update": 48},
+    "predgen_fast_turn": {"answer_method": "predgen", "predgen_verifier": "greedy", "predgen_tokens_per_update": 48,
+                          "duplex": {"end_of_turn": "llm"}},
 }
 
 
@@ -79,9 +87,11 @@ def method_config(cfg, method: str):
 
     over = dict(METHODS[method])
     tts = over.pop("tts", {})
+    duplex = over.pop("duplex", {})
     if "system_prompt" in over:
         over["system_prompt"] = (cfg.llm.system_prompt + " " + PREDGEN_SYSTEM).strip()
-    return dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, **over), tts=dataclasses.replace(cfg.tts, **tts))
+    return dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, **over), tts=dataclasses.replace(cfg.tts, **tts),
+                               duplex=dataclasses.replace(cfg.duplex, **duplex))
 
 
 def run_one(rt, cfg, audio: np.ndarray) -> dict:
@@ -90,7 +100,7 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
     time at which its event was made (``ev.wall``), not when this consumer got it."""
     from audio.sources import ArraySource
     from engine.core.events import (AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, FinalTranscript,
-                                    SpeechEnded)
+                                    SpeechEnded, TurnMetrics)
     from engine.session import Session, SessionOptions
 
     lock = threading.Lock()
@@ -111,9 +121,11 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
             elif isinstance(ev, AnswerDone):
                 mark(ev.utterance).update(answer=ev.text, interrupted=ev.interrupted)
             elif isinstance(ev, SpeechEnded):
-                mark(ev.utterance)["eos"] = ev.wall
+                mark(ev.utterance).update(eos=ev.wall, decided=ev.decided_wall)
             elif isinstance(ev, FinalTranscript):
                 mark(ev.utterance).update(final=ev.wall, transcript=ev.text)
+            elif isinstance(ev, TurnMetrics) and ev.by:
+                mark(ev.utterance).update(turn_by=ev.by, turn_p=ev.p_complete)
             elif isinstance(ev, Error):
                 errors.append(f"{ev.where}: {ev.message}")
 
@@ -139,6 +151,10 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
             "eos_to_first_audio_s": since("first_audio"),
             "final_to_first_audio_s": _r(mk["first_audio"] - mk["final"]) if mk.get("first_audio") and mk.get("final")
             else None,
+            # end of speech → first audio, stage by stage: the turn decision (silence or end-of-turn rule), the final
+            # transcript after it, the answer's first text after the final (verification, or the generation of the
+            # first piece), its audio after that (synthesis, 0 when pre-synthesised)
+            "stages_s": stages(mk, eos), "turn_by": mk.get("turn_by"), "turn_p": mk.get("turn_p"),
             "nfetfs": m.nfetfs, "presynth_used": m.presynth_used, "accepted_tokens": m.accepted_tokens,
             "speculative_updates": m.speculative_updates, "asr_compute_s": _r(st.stats.asr_compute_s),
             "tts_compute_s": _r(m.tts_compute_s), "answer_audio_s": _r(m.audio_s),
@@ -146,6 +162,22 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
                          "generated": x.generated, "compute_s": _r(x.compute_s), "first_sentence": x.first_sentence,
                          "cancelled": x.cancelled} for x in m.steps],
             "timed_out": not idle, "errors": errors}
+
+
+STAGES = ("turn_decision", "final", "first_text", "first_audio")
+
+
+def stages(mk: dict, eos: float | None) -> dict | None:
+    """End of speech → first audio split at the turn decision, the final transcript and the first answer text
+    (seconds; each stage from the previous mark, a mark before its predecessor counting 0)."""
+    marks = [eos, mk.get("decided"), mk.get("final"), mk.get("first_token"), mk.get("first_audio")]
+    if any(m is None for m in marks):
+        return None
+    out, prev = {}, marks[0]
+    for name, m in zip(STAGES, marks[1:]):
+        out[name] = _r(max(0.0, m - prev))
+        prev = max(prev, m)
+    return out
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -158,6 +190,8 @@ def summarise(rows: list[dict]) -> dict:
             "eos_to_first_audio_s_mean": _r(statistics.mean([x for x in lat if x is not None])) if ok else None,
             "eos_to_final_s_p50": pct(fin, 50), "eos_to_final_s_p90": pct(fin, 90),
             "final_to_first_audio_s_p50": pct([r["final_to_first_audio_s"] for r in ok], 50),
+            "stages_s_p50": {k: pct([r["stages_s"][k] for r in ok if r.get("stages_s")], 50) for k in STAGES},
+            "turns_by_model_rate": _r(sum(r.get("turn_by") == "model" for r in ok) / len(ok)) if ok else None,
             "nfetfs_1_rate": _r(sum(n == 1 for n in nfe) / len(nfe)) if nfe else None,
             "nfetfs_0_rate": _r(sum(n == 0 for n in nfe) / len(nfe)) if nfe else None,  # no verification needed
             "nfetfs_mean": _r(statistics.mean(nfe), 2) if nfe else None,

@@ -655,6 +655,11 @@ class TtsConfig:
     device: str = setting("auto", label="TTS device", choices=DEVICES,
                           help="Where speech synthesis runs: auto = CUDA where its runtime can use it, else the "
                                "CPU; cpu; cuda.")
+    voices: str = setting("", label="Voices per language",
+                          help="Extra voices, language=voice pairs separated by commas (fr=/path/fr.onnx,de=HUB_ID): "
+                               "a Piper .onnx path or a hub id. English uses models.tts_voice (the embedded "
+                               "voice). An answer is spoken only by a voice of its language; with none it is shown "
+                               "and journalled, not spoken.")
     length_scale: float = setting(1.0, label="Speech rate (length scale)", range=(0.5, 2.0),
                                   help="Piper phoneme duration scale (> 1 slower).")
     first_clause_words: int = setting(4, label="First spoken piece", unit="words", range=(0, 40),
@@ -697,16 +702,33 @@ class DuplexConfig:
     input_latency_ms: float = setting(100.0, label="Microphone latency", unit="ms", range=(0.0, 500.0),
                                       help="Capture-side delay added to the speaker's measured output latency as the "
                                            "echo canceller's delay hint.")
-    end_of_turn: str = setting("vad", label="End of turn", choices=("vad", "smart_turn"),
+    end_of_turn: str = setting("vad", label="End of turn", choices=("vad", "smart_turn", "llm"),
                                help="vad = a silence of vad.min_silence_s ends the turn; smart_turn = after a short "
-                                    "pause Smart Turn v3.2 (audio model) decides complete vs mid-sentence; a long "
-                                    "silence always ends it.")
+                                    "pause Smart Turn v3.2 (audio model) decides complete vs mid-sentence; llm = the "
+                                    "answering LLM's probability of the end-of-turn token after the hypothesis "
+                                    "(read from PredGen's pre-fill, no extra pass) sets the silence that ends the "
+                                    "turn: duplex.turn_pause_s when complete-sounding, duplex.turn_max_silence_s "
+                                    "when not, duplex.eot_wait_s while not judged yet.")
+    # eot_threshold and eot_wait_s: chosen on development turns (bench/results/duplex_turn.json "eot_selection")
+    eot_threshold: float = setting(0.9, label="LLM turn-complete threshold", range=(0.01, 0.99),
+                                   help="duplex.end_of_turn = llm: probability of the LLM's end-of-turn token after "
+                                        "the user's words at or above which the turn sounds complete.")
+    eot_wait_s: float = setting(1.4, label="Wait for the LLM's verdict", unit="s", range=(0.2, 5.0),
+                                help="duplex.end_of_turn = llm: silence that ends a turn the LLM has not judged yet "
+                                     "(its verdict comes after the pause's decode and one LLM pass).")
     turn_threshold: float = setting(0.5, label="Turn-complete threshold", range=(0.05, 0.95),
                                     help="Smart Turn probability at or above which a pause ends the turn.")
     turn_pause_s: float = setting(0.2, label="Pause before asking", unit="s", range=(0.1, 1.0),
                                   help="Silence after which Smart Turn is asked.")
     turn_max_silence_s: float = setting(2.0, label="Longest pause", unit="s", range=(0.5, 5.0),
                                         help="Silence that always ends the turn (smart_turn).")
+    wake_phrase: str = setting("", label="Wake phrase",
+                               help="Hands-free: only an utterance that starts with this phrase is answered (any "
+                                    "words, no training; matched on the streaming transcript); the phrase is cut "
+                                    "from what the LLM sees. Empty = every utterance is answered.")
+    follow_up_s: float = setting(8.0, label="Follow-up window", unit="s", range=(0.0, 120.0),
+                                 help="With a wake phrase: after an answer, an utterance starting within this many "
+                                      "seconds is answered without the phrase (0 = always say the phrase).")
     barge_in_min_speech_s: float = setting(0.1, label="Barge-in speech", unit="s", range=(0.03, 0.5),
                                            help="Echo-cancelled speech needed to interrupt the assistant.")
     barge_in_threshold: float = setting(0.5, label="Barge-in threshold", range=(0.1, 0.9),
@@ -805,6 +827,31 @@ def spoken_languages(value: str) -> tuple[str, ...]:
     return tuple(c.strip().lower() for c in value.split(",") if c.strip())
 
 
+def parse_voices(value: str) -> dict[str, str]:
+    """``tts.voices`` → ``{language: voice spec}`` (languages lower case, blanks around items dropped).
+
+    Raises:
+        ValueError: a malformed value; the one-line message names the bad item (``tts.voices: ...``).
+    """
+    out: dict[str, str] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        lang, eq, spec = (s.strip() for s in item.partition("="))
+        lang = lang.lower()
+        if not eq or not lang or not spec:
+            raise ValueError(f"tts.voices: {item!r} is not a language=voice pair (e.g. fr=/path/fr_FR-voice.onnx)")
+        if lang not in WHISPER_LANGUAGES:
+            raise ValueError(f"tts.voices: {lang!r} is not a Whisper language code (e.g. fr, de, es)")
+        if lang == "en":
+            raise ValueError("tts.voices: English is spoken by models.tts_voice; set that instead of en=")
+        if lang in out:
+            raise ValueError(f"tts.voices: {lang} is given twice")
+        out[lang] = spec
+    return out
+
+
 def check_combination(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
     """Rules between settings: ``[(keys, message), ...]`` for each broken one; ``keys`` are the settings involved,
     the one the user should change first."""
@@ -813,6 +860,10 @@ def check_combination(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
     if unknown:
         out.append((("asr.languages",), f"asr.languages: {', '.join(map(repr, unknown))} is not a Whisper language "
                                         "code (e.g. en, fr, de, es)"))
+    try:
+        parse_voices(cfg.tts.voices)
+    except ValueError as e:
+        out.append((("tts.voices",), str(e)))
     if cfg.llm.backend == "remote" and not cfg.llm.base_url:
         out.append((("llm.base_url", "llm.backend"), "llm.base_url: required with llm.backend = remote"))
     return out

@@ -100,17 +100,19 @@ class Runtime:
                              f"{self.window_policy()}:{self.decode_guard()}", build_spec)
         raise ValueError(f"unknown ASR method {a.method!r} (available: ssd, specasr, ar, ar_torch)")
 
-    def transcriber(self, source, emit, use_vad: bool = True):
+    def transcriber(self, source, emit, use_vad: bool = True, verdict=None, turn_cfg: Config | None = None):
         """The streaming transcriber (capture → VAD → streaming ASR) over ``source`` with this configuration's
         backend, VAD and update policy: what ``transcribe``/``assist``/``caption``, the GUI and the benchmarks
         all run. ``emit`` receives the :mod:`engine.core.events` events (from the ASR thread); ``use_vad=False``: the
-        whole stream is one utterance (push-to-talk)."""
+        whole stream is one utterance (push-to-talk); ``verdict``: the end-of-turn verdicts of ``duplex.end_of_turn =
+        llm`` (:meth:`vad`); ``turn_cfg``: the configuration whose [vad] and [duplex] sections end the turns (default
+        this runtime's: a session passes its own)."""
         from engine.asr.language_id import SessionLanguage
         from engine.asr.transcriber import StreamingTranscriber
 
         a = self.cfg.asr
         lang = SessionLanguage(a) if a.language == "auto" else None
-        return StreamingTranscriber(source, self.asr_backend(), self.vad() if use_vad else None, emit, a,
+        return StreamingTranscriber(source, self.asr_backend(), self.vad(verdict, turn_cfg) if use_vad else None, emit, a,
                                     session_language=lang,
                                     revise_backend=self.revise_backend if a.revise_max_s > 0 else None)
 
@@ -189,13 +191,24 @@ class Runtime:
 
         return self._get(f"torch_whisper:{role}", build)
 
-    def vad(self):
+    def vad(self, verdict=None, turn_cfg: Config | None = None):
         """A fresh streaming VAD (it carries LSTM state). ``duplex.end_of_turn = "smart_turn"``: at each 0.2 s pause
         Smart Turn v3.2 decides whether the turn is complete; ``duplex.turn_max_silence_s`` of silence always ends it.
+        ``"llm"`` with a ``verdict`` (:class:`engine.answer.turn.EndOfTurnVerdicts`, fed by PredGen): a silence of
+        ``duplex.turn_pause_s`` ends a turn the LLM finds complete (p ≥ ``duplex.eot_threshold``), one of
+        ``duplex.turn_max_silence_s`` a turn it finds incomplete, one of ``duplex.eot_wait_s`` a turn not judged yet;
+        without a verdict (no PredGen: the cascade, captions) the VAD's silence alone decides. ``turn_cfg``: the
+        configuration whose [vad] and [duplex] sections apply (default this runtime's).
         """
         from audio.vad import StreamingVAD
 
-        v, d = self.cfg.vad, self.cfg.duplex
+        c = turn_cfg or self.cfg
+        v, d = c.vad, c.duplex
+        if d.end_of_turn == "llm" and verdict is not None:
+            return StreamingVAD(self.model("vad").path, threshold=v.threshold, min_silence_s=d.turn_max_silence_s,
+                                min_speech_s=v.min_speech_s, speech_pad_s=v.speech_pad_s, pause_s=d.turn_pause_s,
+                                verdict=verdict, turn_threshold=d.eot_threshold,
+                                unknown_silence_s=d.eot_wait_s, **self._vad_fallback())
         if d.end_of_turn == "smart_turn":
             td = self.turn_detector()
             return StreamingVAD(self.model("vad").path, threshold=v.threshold, min_silence_s=d.turn_max_silence_s,
@@ -329,6 +342,37 @@ class Runtime:
 
         return self._get(f"tts:piper:{t.length_scale}", build)
 
+    def voices(self, settings=None):
+        """The answer voices by language (``tts.voices``, :class:`engine.synthesis.voices.VoiceSet`): English and an
+        unknown language → :meth:`tts`; each language of ``tts.voices`` → its voice, resolved now (a hub id is
+        fetched, Kokoro joined and checked) and loaded on its first answer, once per runtime; any other → None.
+        ``settings``: a :class:`engine.config.TtsConfig` (default: this runtime's).
+
+        Raises:
+            ModelError: a voice of ``tts.voices`` cannot be resolved (one line naming it).
+            ValueError: a malformed ``tts.voices`` (validated configurations never have one).
+        """
+        from engine.synthesis.voices import VoiceSet, load_voice, parse_voices, resolve_voice
+
+        t = settings if settings is not None else self.cfg.tts
+        english = self.tts(t)
+
+        def load(v):
+            return self._get(f"tts:voice:{v.language}:{v.spec}:{t.length_scale}", lambda: load_voice(v, t.length_scale))
+
+        def build():
+            specs = {lang: resolve_voice(lang, spec, self.cfg.cache_dir())
+                     for lang, spec in parse_voices(t.voices).items()}
+            return VoiceSet(english, specs, load)
+
+        # keyed by the English voice itself: a set made for another engine or voice is not reused
+        return self._get(f"tts:voices:{t.voices}:{t.length_scale}:{id(english)}", build)
+
+    def voice_for(self, language: str, settings=None):
+        """The voice that speaks ``language`` (ISO 639-1; "" = not known: the English voice), or None when
+        ``tts.voices`` gives it none (:meth:`voices`)."""
+        return self.voices(settings).voice(language)
+
     def reconfigured(self, cfg: Config) -> "Runtime":
         """The runtime for new settings ``cfg``: this one (with ``cfg``) when no model changes, else a new one that
         keeps every loaded model whose role, file and load settings are unchanged (the rest load on next use)."""
@@ -386,15 +430,15 @@ def build_assistant(cfg: Config, rt: Runtime, emit):
     c = cfg.llm
     if c.answer_method not in ("cascade", "predgen"):
         raise ConfigError(f"llm.answer_method must be 'predgen' or 'cascade', got {c.answer_method!r}")
-    lm, tts = rt.llm(), rt.tts(cfg.tts)
+    lm, tts, voices = rt.llm(), rt.tts(cfg.tts), rt.voices(cfg.tts)
     if c.answer_method == "cascade":
         return Assistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit,
-                         first_clause_words=cfg.tts.first_clause_words)
+                         first_clause_words=cfg.tts.first_clause_words, voices=voices)
     judge = rt.llm(instance="judge", n_ctx=1024) if c.predgen_verifier == "reflection" else None
     return PredGenAssistant(lm, tts, c.system_prompt, c.max_answer_tokens, emit=emit, verifier=c.predgen_verifier,
                             top_k=c.predgen_top_k, beta=cfg.caption.beta, tokens_per_update=c.predgen_tokens_per_update,
                             judge_lm=judge, speculation_threads=c.predgen_speculation_threads,
-                            first_clause_words=cfg.tts.first_clause_words)
+                            first_clause_words=cfg.tts.first_clause_words, voices=voices)
 
 
 def build_translator(cfg: Config, rt: Runtime, target: str, on_trigger=None):

@@ -23,7 +23,9 @@ journal that cannot be written is reported once and the session goes on.
 * the answer-delivery thread: answer deltas, sentences, audio and ends, ``AnswerSaved``, delivery errors;
 * the answer thread: ``SpokenAnswerMetrics``; the caption thread: captions, ``CaptionMetrics``, re-translation
   ``Status``, its error;
-* the capture thread: ``BargeIn`` and ``InputLevel``; the speakers thread: ``Speakers``.
+* the capture thread: ``BargeIn`` and ``InputLevel``; the speakers thread: ``Speakers``;
+* with a wake phrase (``duplex.wake_phrase``, :mod:`engine.answer.wake`): ``WakeState`` on run()'s thread at the
+  start, then on the ASR thread (the phrase heard) or the speakers thread (the follow-up window ended).
 """
 
 from __future__ import annotations
@@ -159,6 +161,7 @@ class Session:
 
     Raises:
         ValueError: an unknown ``options.mode``.
+        engine.config.ConfigError: a ``duplex.wake_phrase`` with no word in it.
         audio.io.AudioError: the input cannot be opened (a file that does not decode, no microphone).
         OSError: the journal cannot be written.
     """
@@ -168,6 +171,8 @@ class Session:
         if options.mode not in MODES:
             raise ValueError(f"session mode must be one of {MODES}, got {options.mode!r}")
         self.cfg, self.rt, self.options, self.emit = cfg, rt, options, on_event
+        # hands-free with a wake phrase (assist mode): only utterances addressed to the assistant are answered
+        self._wake = self._wake_gate()  # before the input and the journal open: a bad phrase starts nothing
         if source is None:
             source = open_source(options.source, cfg, options.realtime)
         self.source = GatedSource(source) if options.push_to_talk else source
@@ -182,6 +187,7 @@ class Session:
                                    and getattr(ev, "eos_to_final_s", None) is None)
         self._answers = EventQueue(maxsize=256, droppable=lambda ev: isinstance(ev, AnswerDelta))
         self._turn_p: dict[int, float] = {}  # utterance → Smart Turn's latest P(complete)
+        self._verdicts = None  # duplex.end_of_turn = llm: the LLM's end-of-turn verdicts the VAD reads
         # who is talking: user speech (VAD / barge-in), answer audio being produced, the latest barge-in
         # (monotonic s) and the number of barge-ins (written by the capture thread only)
         self._talk = {"user": False, "answer": False, "barge_in": -1.0, "barges": 0}
@@ -194,6 +200,26 @@ class Session:
         self._answer_texts: dict[int, str] = {}  # utterance → its whole answer (AnswerDone may precede its metrics)
         self._answers_lock = threading.Lock()  # result.answers and _answer_texts: the answer and delivery threads
         self._journal_failed = False
+
+    def _wake_gate(self):
+        """The :class:`engine.answer.wake.WakeGate` of a hands-free assist session with ``duplex.wake_phrase`` set
+        (None otherwise: push-to-talk addresses the assistant by itself, and captions answer nothing).
+
+        Raises:
+            engine.config.ConfigError: a wake phrase with no word in it.
+        """
+        d = self.cfg.duplex
+        if self.options.mode != "assist" or self.options.push_to_talk or not d.wake_phrase.strip():
+            return None
+        from engine.answer.wake import WakeGate
+        from engine.config import ConfigError
+        from engine.core.events import WakeState
+
+        try:
+            gate = WakeGate(d.wake_phrase, d.follow_up_s, lambda state: self.emit(WakeState(state, gate.phrase)))
+        except ValueError as e:
+            raise ConfigError(f"duplex.wake_phrase: {e}") from None
+        return gate
 
     def open_journal(self, journal, label: str = "") -> None:
         """Journal this session to ``journal`` (see the class's Args; before :meth:`run`). A path starts a journal
@@ -311,7 +337,16 @@ class Session:
                 owned = True
                 if opts.play and not self.player.available:
                     self.emit(Status("no audio output device: the answer is written to a WAV only"))
-            self.conversation = Conversation(assistant, self._on_answer_metrics)
+            if cfg.duplex.end_of_turn == "llm" and cfg.llm.answer_method == "predgen" and not opts.push_to_talk:
+                from engine.answer.turn import EndOfTurnVerdicts
+
+                self._verdicts = EndOfTurnVerdicts()  # PredGen's end-of-turn probability → the VAD
+            self.conversation = Conversation(assistant, self._on_answer_metrics,
+                                             on_end_of_turn=self._verdicts.put if self._verdicts else None)
+            if self._wake is not None:
+                from engine.core.events import WakeState
+
+                self.emit(WakeState(self._wake.state, self._wake.phrase))
         elif opts.mode == "caption":
             target = opts.target_language or cfg.caption.target_language
             c = cfg.caption
@@ -330,7 +365,8 @@ class Session:
         source = self._echo_cancelled(self.source)
         if opts.input_level:
             source = LevelSource(source, lambda level: self.emit(InputLevel(level)))
-        self.transcriber = rt.transcriber(source, self._on_asr_event, use_vad=not opts.push_to_talk)
+        self.transcriber = rt.transcriber(source, self._on_asr_event, use_vad=not opts.push_to_talk,
+                                          verdict=self._verdicts, turn_cfg=cfg)
         detector = getattr(source, "barge_in", None)
         if detector is not None and self.transcriber.vad is not None:
             from audio.aec import EchoGatedVAD
@@ -481,6 +517,8 @@ class Session:
         extra = []
         if isinstance(ev, SpeechStarted):
             self._talk["user"] = True
+            if self._wake is not None:  # in conversation: a follow-up, taken without the phrase
+                self._wake.speech_started(ev.utterance)
             if conv is not None:
                 self._cut_wall = ev.wall
                 conv.on_speech_start()  # the user speaks: the answer (generated or still playing) stops
@@ -488,19 +526,26 @@ class Session:
                     self.playback_cut(self.player.stop())
         elif isinstance(ev, TurnDecision):
             self._turn_p[ev.utterance] = ev.p_complete
-            complete = ev.p_complete >= cfg.duplex.turn_threshold
+            complete = ev.p_complete >= self._turn_threshold()
             extra.append(TurnMetrics(ev.utterance, self._turn_rule(), ev.t, ev.p_complete, complete, complete))
         elif isinstance(ev, SpeechEnded):
             self._talk["user"] = False
             extra.append(self._turn_end(ev))
         elif isinstance(ev, PartialTranscript):
             if conv is not None:
-                conv.on_partial(ev.utterance, ev.source(cfg.llm.predgen_source), ev.language)
+                text = ev.source(cfg.llm.predgen_source)
+                if self._wake is not None:  # no speculation before the phrase is heard; the LLM never sees it
+                    text = self._wake.partial(ev.utterance, text)
+                if text:
+                    conv.on_partial(ev.utterance, text, ev.language, t_audio=ev.t_audio)
             extra.append(AsrMetrics(self.transcriber.stats.rtf if self.transcriber else None))
         elif isinstance(ev, FinalTranscript):
             self.result.finals[ev.utterance] = ev.wall
             if conv is not None:
-                conv.on_final(ev.utterance, ev.text, ev.language)
+                # with a wake phrase, an utterance not addressed to the assistant is shown and journaled only
+                text = ev.text if self._wake is None else self._wake.final(ev.utterance, ev.text)
+                if text is not None:
+                    conv.on_final(ev.utterance, text, ev.language)
             eos = self.writer.eos.get(ev.utterance)
             if eos is not None:
                 extra.append(AsrMetrics(self.transcriber.stats.rtf if self.transcriber else None, ev.utterance,
@@ -510,15 +555,24 @@ class Session:
             self._display.put(x)
 
     def _turn_rule(self) -> str:
-        return "push_to_talk" if self.options.push_to_talk else self.cfg.duplex.end_of_turn
+        rule = self.cfg.duplex.end_of_turn
+        if rule == "llm" and self._verdicts is None:
+            rule = "vad"  # no PredGen to judge the words: the silence alone decides
+        return "push_to_talk" if self.options.push_to_talk else rule
+
+    def _turn_threshold(self) -> float:
+        """The probability at or above which the turn rule's model finds a turn complete."""
+        from engine.answer.turn import complete_threshold
+
+        return complete_threshold(self.cfg.duplex, self._turn_rule())
 
     def _turn_end(self, ev: SpeechEnded) -> TurnMetrics:
         d, rule = self.cfg.duplex, self._turn_rule()
         p = self._turn_p.pop(ev.utterance, None)
-        by = ("model" if rule == "smart_turn" and p is not None and p >= d.turn_threshold else
+        by = ("model" if rule in ("smart_turn", "llm") and p is not None and p >= self._turn_threshold() else
               "released" if rule == "push_to_talk" else "silence")
         return TurnMetrics(ev.utterance, rule, ev.t, p, True, True, by,
-                           d.turn_max_silence_s if rule == "smart_turn" else self.cfg.vad.min_silence_s)
+                           d.turn_max_silence_s if rule in ("smart_turn", "llm") else self.cfg.vad.min_silence_s)
 
     def _show(self, ev) -> None:
         """Hand a transcriber event, journaled on the ASR thread, to the consumer (run()'s thread)."""
@@ -627,6 +681,9 @@ class Session:
             if now != last:
                 self.emit(Speakers(now))
                 last = now
+            if self._wake is not None:  # the follow-up window counts from when the answer stopped
+                conv = self.conversation
+                self._wake.tick(self._assistant_talking() or (conv is not None and not conv.idle()))
         if last:
             self.emit(Speakers(""))
 

@@ -75,7 +75,9 @@ def answers_report(result, cfg: Config) -> dict:
                     "prefill_s": _r(m.gen.prefill_s), "decode_s": _r(m.gen.decode_s),
                     "tokens_per_s": _r(m.gen.tokens_per_s, 2)},
             "tts": {"sentences": m.sentences, "audio_s": _r(m.audio_s), "compute_s": _r(m.tts_compute_s),
-                    "rtf": _r(m.tts_compute_s / m.audio_s if m.audio_s else None, 4)},
+                    "rtf": _r(m.tts_compute_s / m.audio_s if m.audio_s else None, 4),
+                    # the answer's language had no voice (tts.voices): shown, not spoken
+                    "no_voice": getattr(m, "no_voice", None) or None},
         })
     return {"answer_method": cfg.llm.answer_method,
             "predgen_verifier": cfg.llm.predgen_verifier if cfg.llm.answer_method == "predgen" else None,

@@ -16,7 +16,9 @@ from engine.config import SETTINGS, Config, ConfigError, load_config  # noqa: E4
 FREE_TEXT = {"models.asr_target", "models.asr_draft", "models.llm_target", "models.llm_draft", "models.tts_voice",
              "models.vad", "models.cache_dir", "models.dir", "audio.input_device", "audio.output_device",
              "llm.system_prompt", "llm.base_url", "llm.model", "llm.api_key_env", "llm.tokenizer",
-             "asr.languages"}  # a list of Whisper codes, each checked (check_combination)
+             "asr.languages",  # a list of Whisper codes, each checked (check_combination)
+             "tts.voices",  # language=voice pairs, each checked (check_combination)
+             "duplex.wake_phrase"}  # any words the user chooses
 
 
 @pytest.fixture(autouse=True)
@@ -211,23 +213,24 @@ def test_every_section_is_in_the_dialog_and_duplex_edits(qtbot, store):
     qtbot.addWidget(dlg)
     assert set(dlg.widgets) == set(SETTINGS) and set(dlg.groups) == set(C.SECTIONS)
     duplex = [k for k in SETTINGS if k.startswith("duplex.")]
-    assert len(duplex) == 9
+    assert len(duplex) == 13
     for key in duplex:  # each duplex field is a widget inside the duplex group, with its help as tooltip
         w = dlg.widgets[key]
         assert dlg.groups["duplex"].isAncestorOf(w) and w.toolTip().startswith(SETTINGS[key].help)
     applied = []
     dlg.applied.connect(applied.append)
-    dlg.widgets["duplex.end_of_turn"].setCurrentText("smart_turn")
+    dlg.widgets["duplex.end_of_turn"].setCurrentText("llm")
+    dlg.widgets["duplex.eot_threshold"].setValue(0.35)
     dlg.widgets["duplex.turn_threshold"].setValue(0.7)
     dlg.widgets["duplex.echo_cancellation"].setChecked(False)
     dlg.widgets["duplex.input_latency_ms"].setValue(150.0)
     assert dlg.apply()
     d = applied[-1].duplex
-    assert (d.end_of_turn, d.turn_threshold, d.echo_cancellation, d.input_latency_ms) == ("smart_turn", 0.7, False,
-                                                                                         150.0)
+    assert (d.end_of_turn, d.eot_threshold, d.turn_threshold, d.echo_cancellation, d.input_latency_ms) == (
+        "llm", 0.35, 0.7, False, 150.0)
     # only the edits are stored, and they load back
-    assert set(store.allKeys()) == {"duplex.end_of_turn", "duplex.turn_threshold", "duplex.echo_cancellation",
-                                    "duplex.input_latency_ms"}
+    assert set(store.allKeys()) == {"duplex.end_of_turn", "duplex.eot_threshold", "duplex.turn_threshold",
+                                    "duplex.echo_cancellation", "duplex.input_latency_ms"}
     assert load_settings(store).duplex == d
     dlg.reset()  # back to the base: nothing stored after Apply
     assert dlg.apply() and store.allKeys() == []

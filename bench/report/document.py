@@ -13,8 +13,10 @@ from bench.report.markdown import anchor, heading, num, produced_by, reflow, tab
 from bench.report.results import Results
 from bench.report.sessions import section_duplex, section_soak, section_vad_gate
 from bench.report.tts import section_tts
+from bench.report.voices import section_voices
+from bench.report.wake import section_wake
 from bench.report.voice import (section_latency_report, section_predgen, section_remote, section_voice,
-                                section_voice_source)
+                                section_voice_source, section_voice_turn)
 
 
 def section_tests_slow(r: Results) -> str:
@@ -64,9 +66,9 @@ No section of bench/report/ describes this file yet; its scalar fields as record
 
 
 SECTIONS: tuple[Callable[[Results], str], ...] = (
-    section_latency_report, section_voice, section_voice_source, section_predgen, section_ssbd, section_caption,
-    section_asr_stream, section_asr_offline, section_asr_decoding, section_soak, section_duplex, section_tts,
-    section_remote, section_tests_slow, section_conversation, section_language_english, section_causal_final,
+    section_latency_report, section_voice, section_voice_turn, section_voice_source, section_predgen, section_ssbd,
+    section_caption, section_asr_stream, section_asr_offline, section_asr_decoding, section_soak, section_duplex,
+    section_wake, section_tts, section_voices, section_remote, section_tests_slow, section_conversation, section_language_english, section_causal_final,
     section_vad_gate, section_gpu_replay,
 )
 

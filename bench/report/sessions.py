@@ -77,21 +77,44 @@ def section_duplex(r: Results) -> str:
              ["raw microphone, the assistant talking over all of it", pct(w["raw_overlap"], 1)],
              ["echo-cancelled, the assistant talking over all of it", pct(w["clean_overlap"], 1)],
              ["headphones (no echo, APM on)", pct(w["headphones_clean"], 1)]]
-    t = d["turn"]
+    turn_file = "duplex_turn.json" if (r.folder / "duplex_turn.json").exists() else "duplex.json"
+    t = r(turn_file[:-5])["turn"]
     dflt = defaults()
     trows = []
     for key, c in t["configs"].items():
         vad = re.fullmatch(r"vad_only_([\d.]+)s", key)
         smart = re.fullmatch(r"vad_smart_turn_([\d.]+)s", key)
+        llm = re.fullmatch(r"vad_llm_([\d.]+)s", key)
         lab = (f"VAD silence {vad.group(1)} s" if vad else
-               f"VAD + Smart Turn ({smart.group(1)} s hard limit)" if smart else key)
+               f"VAD + Smart Turn ({smart.group(1)} s hard limit)" if smart else
+               f"VAD + the LLM's end-of-turn probability (threshold {num(t.get('eot_threshold'))}, "
+               f"{num(t.get('eot_wait_s'), 1)} s without a verdict, {llm.group(1)} s hard limit)" if llm else key)
         is_def = (dflt.duplex.end_of_turn == "vad" and key == f"vad_only_{dflt.vad.min_silence_s:g}s") or (
-            dflt.duplex.end_of_turn == "smart_turn" and key.startswith("vad_smart_turn"))
+            dflt.duplex.end_of_turn == "smart_turn" and key.startswith("vad_smart_turn")) or (
+            dflt.duplex.end_of_turn == "llm" and key.startswith("vad_llm"))
+        complete = (f"{num(c['complete_delay_p50_s'])} / {num(c['complete_delay_p90_s'])} s"
+                    if "complete_delay_p50_s" in c else "—")
+        conv = (t.get("conversation") or {}).get("configs", {}).get(key)
+        conv_cut = "—" if conv is None else f"{pct(conv['cut_off_rate'], 1)} ({conv['cut_offs']})"
         trows.append([bold(lab + (" (default)" if is_def else ""), is_def),
                       f"{pct(c['cut_off_rate'], 1)} (after a filler {pct(c['cut_off_rate_filler'])}, after a plain "
                       f"comma {pct(c['cut_off_rate_plain'])})",
-                      f"{num(c['delay_p50_s'])} / {num(c['delay_p90_s'])} / {num(c['delay_mean_s'])} s",
-                      str(c["turns_never_ended"])])
+                      f"{num(c['delay_p50_s'])} / {num(c['delay_p90_s'])} / {num(c['delay_mean_s'])} s", complete,
+                      str(c["turns_never_ended"]), conv_cut])
+    n_hes = (t.get("conversation") or {}).get("hesitation_pauses", "—")
+    conv_head = f"conversation set: hesitation pauses cut off (of {n_hes})"
+    sel = t.get("eot_selection")
+    llm_row = next((c for k, c in t["configs"].items() if k.startswith("vad_llm")), None)
+    llm_text = "" if llm_row is None else (
+        f"\n\nThe LLM's end-of-turn probability (`duplex.end_of_turn = llm`) reads p(`<|im_end|>`) after the user's "
+        f"words from PredGen's own pass: at each pause the utterance is decoded as its final would be and the LLM "
+        f"reads it; the verdict counts only once that compute (measured on this CPU, ASR + one LLM pass) has passed "
+        f"in audio time. It cuts off {pct(llm_row['cut_off_rate'], 1)} of the mid-sentence pauses and ends complete "
+        f"turns {sec(llm_row['complete_delay_p50_s'])} after their last word at the median "
+        f"(p90 {sec(llm_row['complete_delay_p90_s'])})."
+        + ("" if sel is None else
+           f" Its threshold, {num(sel['chosen'])}, and its wait for a verdict, {sec(sel['chosen_wait_s'], 1)}, were "
+           f"chosen on {sel['turns']} development turns of other sentences (seed {sel['seed']}): {sel['rule']}."))
     s = r("duplex_seeds")
     es = s["echo_seeds"]
     srows = []
@@ -120,7 +143,7 @@ All in audio time, so machine load does not matter. {n_echo} simulated answers (
 echo gain; the JSON's `echo.sessions`) and {t["turns"]} user turns ({t["paused_turns"]} with a mid-sentence pause).
 Each barge-in detector stops the playback of its own copy of the session, so its numbers are those it has in charge.
 
-{produced_by("duplex.json", "duplex_seeds.json")}
+{produced_by(*dict.fromkeys(["duplex.json", turn_file, "duplex_seeds.json"]))}
 
 {table(["detector", "answers with a false barge-in (echo only)", "true barge-ins detected",
         "detection delay p50 / p90 / max"], rows)}
@@ -131,8 +154,8 @@ WER of the user's interruption:
 
 End of turn:
 
-{table(["end of turn", "mid-sentence pauses cut off", "end-of-turn delay p50 / p90 / mean", "turns never ended"],
-       trows)}
+{table(["end of turn", "mid-sentence pauses cut off", "end-of-turn delay p50 / p90 / mean",
+        "complete turns: delay p50 / p90", "turns never ended", conv_head], trows)}{llm_text}
 
 Echo cancellation removes every false barge-in. The VAD alone is slow to notice an interruption for two reasons:
 Silero needs a few hundred milliseconds of a word before its probability passes the threshold even on the user's

@@ -348,3 +348,58 @@ cache ({num(s["token_evaluations_per_update_prefix_cached"], 0)} token evaluatio
 ({num(s["token_evaluations_per_update_no_prefix_cache"], 0)}); this CPU server
 ({num(s["this_server_prefill_tokens_per_s"], 0)} prompt tokens/s) carries about
 {num(s["this_server_users_prefix_cached"], 1)} user."""
+
+
+# the fast-turn comparison's methods in table order: method → what it changes
+VOICE_TURN_ROWS = {
+    "cascade": "cascade (answers after the final transcript)",
+    "predgen": "PredGen greedy: VAD silence, 8 tokens per update",
+    "predgen_llm_turn": "+ end of turn from the LLM's end-of-turn probability",
+    "predgen_first_clause": "+ updates go on to the first clause (48-token budget)",
+    "predgen_fast_turn": "+ both",
+}
+
+
+def section_voice_turn(r: Results) -> str:
+    """End of speech → first audio with the fast-turn steps alone and together (``voice_turn.json``)."""
+    if not (r.folder / "voice_turn.json").exists():
+        return ""
+    v = r("voice_turn")
+    m = v["methods"]
+    n = len(v["files"])
+    d0 = defaults()
+    rows = []
+    for key, label in VOICE_TURN_ROWS.items():
+        if key not in m:
+            continue
+        d = m[key]
+        st = d.get("stages_s_p50") or {}
+        is_def = key == "predgen" and d0.duplex.end_of_turn == "vad" or (
+            key == "predgen_fast_turn" and d0.duplex.end_of_turn == "llm")
+        same = count(d.get("identical_answer_share"), d.get("same_final_transcript_as_cascade") or d["files"]) \
+            if "identical_answer_share" in d else "—"
+        rows.append([bold(label + (" (the default)" if is_def else ""), is_def),
+                     bold(trio(d, "eos_to_first_audio_s"), is_def),
+                     " / ".join(sec(st.get(k)) for k in ("turn_decision", "final", "first_text", "first_audio")),
+                     pct(d.get("presynth_rate")), pct(d.get("nfetfs_0_rate")), pct(d.get("turns_by_model_rate")),
+                     same])
+    best = min((k for k in m if k.startswith("predgen")), key=lambda k: m[k]["eos_to_first_audio_s_p50"] or 9e9)
+    b = m[best]
+    ok = (b["eos_to_first_audio_s_p50"] or 9) <= 0.6 and (b["eos_to_first_audio_s_p90"] or 9) <= 1.0
+    return f"""### Answering sooner after the user stops (`voice_turn.json`)
+
+The same {n} spoken questions, one run, each method on each file in turn: the default beside each step alone and
+both together. End of speech → first audio is split at the median into the **turn decision** (until the VAD, or the
+LLM's end-of-turn verdict, ended the turn), the **final** transcript after it, the answer's **first text** after the
+final (the verification pass, or the generation of the first piece when the candidate was not kept), and the
+**first audio** after that (synthesis; none when the piece was pre-synthesised). "Pre-synthesised" = the first piece
+played was synthesised while the user spoke; "NFETFS 0" = the final was the candidate's own prompt, so nothing was
+verified; "turn ended by the LLM" = the verdict ended the turn at the pause rather than the silence.
+
+{produced_by("voice_turn.json")}
+
+{table(["method", "EOS → first audio p50 / p90 / mean", "turn decision / final / first text / first audio (p50)",
+        "pre-synthesised", "NFETFS 0", "turn ended by the LLM", "answer = cascade's (same final)"], rows)}
+
+The fastest is `{best}` at {sec(b["eos_to_first_audio_s_p50"])} median and {sec(b["eos_to_first_audio_s_p90"])}
+p90: {"within" if ok else "short of"} the targets of 0.6 s median and 1.0 s p90 on two cores."""

@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.config import LlmConfig, TtsConfig
 from engine.llm.chat import ChatHistory
-from engine.core.events import AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error
+from engine.core.events import AnswerAudio, AnswerDelta, AnswerDone, AnswerSentence, Error, Status
 from engine.llm.generate import GenStats, LMSession, TextStreamer, greedy_stream
 from engine.answer.sentences import SentenceSplitter, clean_for_speech
 
@@ -56,6 +56,8 @@ class AnswerMetrics:
     speculative_updates: int = 0
     steps: list = field(default_factory=list)  # PredGen StepInfo of each update this turn
     sentences: int = 0
+    # the answer's language when it has no voice (tts.voices): its text was shown, no audio made; "" = spoken
+    no_voice: str = ""
     audio_s: float = 0.0
     tts_compute_s: float = 0.0
     gen: GenStats = field(default_factory=GenStats)
@@ -66,7 +68,8 @@ class Assistant:
 
     Args:
         lm: a :class:`engine.llm.llama_cpp_lm.LlamaCppLM` (needs ``chat_prompt``) or any CausalLM with a ``chat_prompt`` method.
-        tts: an object with ``synthesize(text) -> float32 array`` and ``sample_rate``; None = text only.
+        tts: an object with ``synthesize(text) -> float32 array`` and ``sample_rate``; None = text only. It speaks
+            English and a language not known; ``voices`` gives the other languages theirs.
         system_prompt: the system message (``llm.system_prompt``).
         max_tokens: answer length cap, tokens.
         emit: callback receiving events.
@@ -74,17 +77,28 @@ class Assistant:
             context).
         first_clause_words: words a clause needs to be the first spoken piece (``tts.first_clause_words``; 0 = the
             whole first sentence).
+        voices: the voices by language (:class:`engine.synthesis.voices.VoiceSet`, ``tts.voices``); None = ``tts``
+            alone. An answer is spoken only by a voice of its language (:meth:`use_language`): without one its text
+            is emitted as always and no audio is made; the first such turn of each language emits a ``Status`` that
+            names the setting that adds a voice.
 
     The defaults of the settings are the configuration's (:mod:`engine.config`).
     """
 
     def __init__(self, lm, tts, system_prompt: str, max_tokens: int = 256,
                  emit: Callable[[object], None] = lambda e: None, max_history_turns: int = 0,
-                 first_clause_words: int = TtsConfig.first_clause_words):
+                 first_clause_words: int = TtsConfig.first_clause_words, voices=None):
         self.lm = lm
         self.first_clause_words = first_clause_words  # the first spoken piece may be a clause (engine.answer.sentences)
         self.session = LMSession(lm)
         self.tts = tts
+        if voices is None:
+            from engine.synthesis.voices import VoiceSet
+
+            voices = VoiceSet(tts)
+        self.voices = voices
+        self.no_voice = ""  # the current turn's language when it has no voice
+        self._told: set[str] = set()  # languages the user was told have no voice (once each per session)
         self.system_prompt = system_prompt
         self.max_tokens = max_tokens
         self.emit = emit
@@ -102,6 +116,26 @@ class Assistant:
         if toks:
             self.session.prefill(toks)
 
+    def use_language(self, language: str) -> None:
+        """Speak the next turns in ``language`` (ISO 639-1 of the user's turn; "" = not known: the English voice):
+        :attr:`tts` becomes that language's voice, or None — the answer is shown and journalled, not spoken, and the
+        first time per language a ``Status`` says why and which setting adds a voice. A voice that fails to load
+        is one ``Error`` and the turn is not spoken."""
+        try:
+            voice = self.voices.voice(language)
+        except Exception as e:  # a damaged voice file must not stop the answers
+            voice = None
+            if language not in self._told:
+                self._told.add(language)
+                self.emit(Error("tts", f"the {language} voice cannot be loaded ({e}); its answers are not spoken"))
+        self.tts = voice
+        self.no_voice = language if voice is None and self.voices.english is not None else ""
+        if self.no_voice and language not in self._told:
+            from engine.synthesis.voices import missing_hint
+
+            self._told.add(language)
+            self.emit(Status(missing_hint(language)))
+
     def messages(self, user_text: str) -> list[dict[str, str]]:
         """System prompt, the kept turns and ``user_text``: fits ``n_ctx`` with ``max_tokens`` to spare."""
         return self.chat.prompt(self.system_prompt, user_text)[0]
@@ -116,7 +150,7 @@ class Assistant:
             (answer text, metrics). Events: AnswerDelta, AnswerSentence, AnswerAudio, AnswerDone.
         """
         cancel = cancel or threading.Event()
-        m = AnswerMetrics(start_wall=time.monotonic())
+        m = AnswerMetrics(start_wall=time.monotonic(), no_voice=self.no_voice)
         self.spoken = []
         tts_q: queue.Queue = queue.Queue(maxsize=64)  # sentences waiting for TTS; never dropped (put waits)
         tts_thread = threading.Thread(target=self._tts_worker, args=(utterance, tts_q, m, cancel), daemon=True,
@@ -222,8 +256,9 @@ class PredGenAssistant(Assistant):
                  emit: Callable[[object], None] = lambda e: None, verifier: str = "greedy", top_k: int = 3,
                  beta: float = 0.2, tokens_per_update: int = 8, judge_lm=None,
                  speculation_threads: int = LlmConfig.predgen_speculation_threads,
-                 first_clause_words: int = TtsConfig.first_clause_words):
-        super().__init__(lm, tts, system_prompt, max_tokens, emit, first_clause_words=first_clause_words)
+                 first_clause_words: int = TtsConfig.first_clause_words, voices=None):
+        super().__init__(lm, tts, system_prompt, max_tokens, emit, first_clause_words=first_clause_words,
+                         voices=voices)
         from engine.answer.predictive import PredGen
 
         self.pg = PredGen(lm, tts, system_prompt, verifier=verifier, top_k=top_k, beta=beta,
@@ -238,15 +273,23 @@ class PredGenAssistant(Assistant):
     def warm(self) -> None:
         self.pg.warm()
 
-    def speculate(self, utterance: int, partial: str, cancel: threading.Event | None = None):
-        """One speculative update on a partial transcript; returns the :class:`engine.answer.predictive.StepInfo`."""
+    def use_language(self, language: str) -> None:
+        """:meth:`Assistant.use_language`, for PredGen's pre-synthesis too: a partial in a language without a voice
+        is speculated on without synthesising its first sentence."""
+        super().use_language(language)
+        self.pg.tts = self.tts
+
+    def speculate(self, utterance: int, partial: str, cancel: threading.Event | None = None,
+                  on_eot: Callable[[float], None] | None = None):
+        """One speculative update on a partial transcript; returns the :class:`engine.answer.predictive.StepInfo`.
+        ``on_eot(p)``: the LLM's end-of-turn probability of ``partial``, as soon as its verification pass read it."""
         self.updates_this_turn += 1
-        return self.pg.update(partial, cancel)
+        return self.pg.update(partial, cancel, on_eot=on_eot)
 
     def answer(self, utterance: int, user_text: str, cancel: threading.Event | None = None) -> tuple[str, AnswerMetrics]:
         cancel = cancel or threading.Event()
         m = AnswerMetrics(start_wall=time.monotonic(), speculative_updates=self.updates_this_turn,
-                          steps=list(self.pg.steps))
+                          steps=list(self.pg.steps), no_voice=self.no_voice)
         self.updates_this_turn = 0
         self.spoken = []
         tts_q: queue.Queue = queue.Queue(maxsize=64)  # sentences waiting for TTS; never dropped (put waits)
@@ -293,15 +336,19 @@ class Conversation:
     ``on_final`` (answer; runs after any in-flight speculation is cancelled), ``on_speech_start`` (barge-in: stop
     the answer being generated or spoken). Results arrive through the assistant's ``emit`` callback. The CLI and
     the GUI both drive the assistant through this class. ``language`` (of ``on_partial``/``on_final``: the
-    transcript event's ISO 639-1 code) asks for the answer in the language the user spoke (:func:`in_language`).
+    transcript event's ISO 639-1 code) asks for the answer in the language the user spoke (:func:`in_language`)
+    and has it spoken by that language's voice, or by none (:meth:`Assistant.use_language`).
     A revised transcript (``RevisedTranscript``) is not answered again.
     """
 
-    def __init__(self, assistant: Assistant, on_metrics: Callable[[int, str, AnswerMetrics], None] | None = None):
+    def __init__(self, assistant: Assistant, on_metrics: Callable[[int, str, AnswerMetrics], None] | None = None,
+                 on_end_of_turn: Callable[[int, float, float], None] | None = None):
         self.a = assistant
         self.on_metrics = on_metrics
+        # (utterance, audio time the partial covers in s, p): the LLM's end-of-turn probability of a partial
+        self.on_end_of_turn = on_end_of_turn
         self._cv = threading.Condition()
-        self._partial: tuple[int, str, str] | None = None  # (utterance, text, language)
+        self._partial: tuple[int, str, str, float | None] | None = None  # (utterance, text, language, t_audio)
         self._finals: list[tuple[int, str, str]] = []
         self._cancel = threading.Event()
         self._busy: str = ""
@@ -317,11 +364,13 @@ class Conversation:
     def speculative(self) -> bool:
         return isinstance(self.a, PredGenAssistant)
 
-    def on_partial(self, utterance: int, text: str, language: str = "") -> None:
+    def on_partial(self, utterance: int, text: str, language: str = "", t_audio: float | None = None) -> None:
+        """Speculate on a partial transcript (``t_audio``: the audio time it covers, seconds, for
+        ``on_end_of_turn``)."""
         if not self.speculative or not text.strip():
             return
         with self._cv:
-            self._partial = (utterance, (self.pending_text + text).strip(), language)
+            self._partial = (utterance, (self.pending_text + text).strip(), language, t_audio)
             if self._busy == "speculate":
                 self._cancel.set()
             self._cv.notify()
@@ -414,6 +463,9 @@ class Conversation:
                     self._partial = None
                 cancel = self._cancel
             try:
+                use_language = getattr(self.a, "use_language", None)
+                if use_language is not None:  # the voice of the turn's language, or none (tts.voices)
+                    use_language(job[2])
                 if self._busy == "answer":
                     _, m = self.a.answer(job[0], in_language(job[1], job[2]), cancel)
                     with self._cv:
@@ -423,7 +475,11 @@ class Conversation:
                     if self.on_metrics:
                         self.on_metrics(job[0], job[1], m)
                 else:
-                    self.a.speculate(job[0], in_language(job[1], job[2]), cancel)
+                    hook = self.on_end_of_turn
+                    on_eot = (None if hook is None or job[3] is None else
+                              lambda p, u=job[0], t=job[3]: hook(u, t, p))
+                    self.a.speculate(job[0], in_language(job[1], job[2]), cancel,
+                                     **({"on_eot": on_eot} if on_eot is not None else {}))
             except Exception as e:
                 self.a.emit(Error("llm", f"{self._busy} failed: {type(e).__name__}: {e}"))
             finally:

@@ -108,6 +108,9 @@ class StepInfo:
     tts_s: float = 0.0
     first_sentence: str = ""
     cancelled: bool = False
+    #: the LLM's probability that the user's turn is complete: of the end-of-turn token right after ``partial``
+    #: in the chat template (read from this update's verification pass; None when it could not be read)
+    p_eot: float | None = None
 
 
 @dataclass
@@ -202,8 +205,57 @@ class PredGen:
 
     # -- verification (§3.1) -------------------------------------------------------------------------------------
     def _rows_for(self, prompt: list[int], response: list[int]) -> np.ndarray:
-        """ONE forward pass over (uncached part of P) ⊕ R; returns rows (len(R)+1, vocab), rows[j] predicting R[j]."""
-        return self.session.eval_draft(prompt, response)
+        """ONE forward pass over (uncached part of P) ⊕ R; returns rows (len(R)+1, vocab), rows[j] predicting R[j].
+        The same pass reads the end-of-turn probability (:meth:`end_of_turn_probability`)."""
+        rows = self.session.eval_draft(prompt, response, probe=self._user_end(prompt))
+        self._read_eot(prompt)
+        return rows
+
+    # -- the user's turn, as the LLM reads it ---------------------------------------------------------------------
+    _eot: tuple[tuple[int, ...], float] | None = None  # (prompt up to the user's end-of-turn token, its probability)
+
+    def _user_end(self, prompt: list[int]) -> int | None:
+        """Index in ``prompt`` of the end-of-turn token that closes the user's message (the chat template's last
+        end-of-turn token, e.g. ``<|im_end|>`` before ``<|im_start|>assistant``), None if it has none."""
+        eos = self.lm.eos_ids
+        for i in range(len(prompt) - 1, 0, -1):
+            if prompt[i] in eos:
+                return i
+        return None
+
+    def _read_eot(self, prompt: list[int]) -> None:
+        """Keep p(end-of-turn token | system, history, user's words) from the pass just made (its row before the
+        token), or keep the earlier value when this pass did not evaluate that row because the user's words are
+        unchanged (the cache held them)."""
+        i = self._user_end(prompt)
+        row = self.session.probe_row
+        if i is None:
+            return
+        key = tuple(prompt[: i + 1])
+        if row is not None:
+            z = row.astype(np.float64)
+            z -= z.max()
+            self._eot = (key, float(np.exp(z[prompt[i]]) / np.exp(z).sum()))
+        elif self._eot is not None and self._eot[0] != key:
+            self._eot = None
+
+    def judge_turn(self, user_text: str) -> float | None:
+        """The end-of-turn probability of ``user_text`` on its own: one pass over the uncached part of its prompt
+        (what an update's verification pass reads along the way). None when the prompt has no end-of-turn token."""
+        prompt = self.prompt_tokens(user_text)
+        self.session.prefill(prompt, probe=self._user_end(prompt))
+        self._read_eot(prompt)
+        return self.end_of_turn_probability(prompt)
+
+    def end_of_turn_probability(self, prompt: list[int]) -> float | None:
+        """The LLM's probability that the user's turn in ``prompt`` is complete: of the chat template's end-of-turn
+        token right after the user's words, as the last verification pass over ``prompt`` read it — the quantity a
+        transcript-based turn detector (LiveKit's) estimates, here at no extra forward pass. None when no pass read
+        it for these words."""
+        i = self._user_end(prompt)
+        if i is None or self._eot is None or self._eot[0] != tuple(prompt[: i + 1]):
+            return None
+        return self._eot[1]
 
     def _judge_yes(self, partial: str, answer: str) -> bool:
         """Reflection (§3.1, Table 2): one pass; accept if log p("yes") > log p("no") for the first answer token."""
@@ -234,7 +286,8 @@ class PredGen:
             be filled by :meth:`fill` (one pass) before generation continues.
         """
         if not response:
-            row = self.session.prefill(prompt)
+            row = self.session.prefill(prompt, probe=self._user_end(prompt))
+            self._read_eot(prompt)
             return 0, int(np.argmax(row)), 1, False
         nfe = 0
         if self.verifier == "reflection" and first_len:
@@ -360,9 +413,12 @@ class PredGen:
             passes += 1
         return passes
 
-    def update(self, partial: str, cancel: threading.Event | None = None) -> StepInfo:
+    def update(self, partial: str, cancel: threading.Event | None = None,
+               on_eot: Callable[[float], None] | None = None) -> StepInfo:
         """Lines 9–14: verify R_i against the new partial prompt, keep the accepted prefix, extend it within the
-        budget, and (re)synthesise the first sentence if it changed."""
+        budget, and (re)synthesise the first sentence if it changed. ``on_eot(p)`` is called right after the
+        verification pass with the LLM's end-of-turn probability of ``partial`` (:meth:`end_of_turn_probability`),
+        when it could be read."""
         t0 = time.perf_counter()
         if self.speculation_threads and hasattr(self.lm, "set_threads"):
             self.lm.set_threads(self.speculation_threads)
@@ -374,8 +430,22 @@ class PredGen:
             self.steps.append(info)
             return info
         self._yield_to_asr(cancel)
+        told = False
+        if on_eot is not None and c.response:
+            # the end-of-turn rule waits on the verdict: the user's words first, in a pass of their own (the
+            # verification then evaluates only the candidate), so the verdict does not wait for the candidate's rows
+            self.session.prefill(prompt, probe=self._user_end(prompt))
+            self._read_eot(prompt)
+            n_pre += 1
+            p_first = self.end_of_turn_probability(prompt)
+            if p_first is not None:
+                on_eot(p_first)
+                told = True
         k, nxt, nfe, _ = self.verify(partial, prompt, c.response, c.first_len, c.first_text)
         nfe += n_pre
+        p_eot = self.end_of_turn_probability(prompt)
+        if on_eot is not None and p_eot is not None and not told:
+            on_eot(p_eot)  # before the extension: an end-of-turn rule waits on it
         out, nfe2, ended = self._extend(list(c.response[:k]), nxt, self.tokens_per_update, cancel,
                                         stop_at_first=True, speculative=True)
         fs = first_sentence(self.lm.detokenize, out, self.first_clause_words)
@@ -390,7 +460,8 @@ class PredGen:
             new.audio_text = fs[1]
         self.cand = new
         info = StepInfo(partial, k, len(c.response), len(out) - k, nfe + nfe2, time.perf_counter() - t0, tts_s,
-                        new.first_text, bool(cancel is not None and cancel.is_set()))
+                        new.first_text, bool(cancel is not None and cancel.is_set()),
+                        p_eot)
         self.steps.append(info)
         return info
 

@@ -262,7 +262,7 @@ class StreamingTranscriber:
                     rec.t_end = t_end
                     rec.vad_end_wall = time.monotonic() if blk is None else blk.wall
                     rec.eos_wall = rec.vad_end_wall if blk is None else blk.wall - max(0.0, blk.t_end - t_end)
-                    self.emit(SpeechEnded(rec.index, t_end, rec.eos_wall))
+                    self.emit(SpeechEnded(rec.index, t_end, rec.eos_wall, rec.vad_end_wall))
                     self._finish(proc, rec, t_end)
                     proc, rec, pending_new, pause_at = None, None, 0.0, None
                     if not self.realtime and self.second is not None and self.second.ready is not None:
@@ -276,7 +276,7 @@ class StreamingTranscriber:
             if done and proc is not None:
                 rec.t_end = proc.audio_end
                 rec.eos_wall = rec.vad_end_wall = last_wall
-                self.emit(SpeechEnded(rec.index, rec.t_end, rec.eos_wall))
+                self.emit(SpeechEnded(rec.index, rec.t_end, rec.eos_wall, rec.vad_end_wall))
                 self._finish(proc, rec)
                 proc = None
             if done and self.second is not None and not self.realtime and not self._stop.is_set():
@@ -302,7 +302,7 @@ class StreamingTranscriber:
                     rest = proc.audio[max(0, int(round((cut - proc.buffer_time_offset) * SAMPLE_RATE))):].copy()
                     rec.t_end = cut
                     rec.eos_wall = rec.vad_end_wall = time.monotonic()
-                    self.emit(SpeechEnded(rec.index, rec.t_end, rec.eos_wall))
+                    self.emit(SpeechEnded(rec.index, rec.t_end, rec.eos_wall, rec.vad_end_wall))
                     self._finish(proc, rec, cut, cut=True)
                     utt_index, proc, rec = self._start(utt_index + 1, cut, [], carry=rest)
                     pending_new = proc.audio_end - cut

@@ -32,11 +32,14 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SpeechEnded:
-    """VAD end of speech. ``wall`` is when the audio holding the end of speech was available."""
+    """VAD end of speech. ``wall`` is when the audio holding the end of speech was available; ``decided_wall`` when
+    the end of the turn was decided (the VAD's silence or end-of-turn rule; None = not known), so
+    ``decided_wall - wall`` is the turn decision's wait (seconds)."""
 
     utterance: int
     t: float
     wall: float = field(default_factory=now)
+    decided_wall: float | None = None
 
 
 @dataclass(frozen=True)
@@ -322,3 +325,23 @@ class AnswerSaved:
     path: str
     seconds: float
     wall: float = field(default_factory=now)
+
+
+#: hands-free with a wake phrase: the session's state (:attr:`WakeState.state`, :mod:`engine.answer.wake`)
+WAKE_STATES = ("listening", "conversation")
+
+
+@dataclass(frozen=True)
+class WakeState:
+    """Hands-free with a wake phrase (``duplex.wake_phrase``): ``state`` "listening" — only an utterance that
+    starts with ``phrase`` is answered — or "conversation" — utterances are taken without it until
+    ``duplex.follow_up_s`` after the answer stopped. Reported when the session starts and on each change."""
+
+    state: str
+    phrase: str
+    wall: float = field(default_factory=now)
+
+    @property
+    def text(self) -> str:
+        """The status line: "listening for '<phrase>'" or "in conversation"."""
+        return f"listening for '{self.phrase}'" if self.state == "listening" else "in conversation"

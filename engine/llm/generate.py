@@ -67,15 +67,23 @@ class LMSession:
         logits = fn(tokens, cancel)
         return None if logits is None else self._record(tokens, logits)
 
-    def prefill(self, prompt: Sequence[int]) -> np.ndarray:
+    def prefill(self, prompt: Sequence[int], probe: int | None = None) -> np.ndarray:
         """Make the cache hold exactly ``prompt``; return the logits row after its last token (n_vocab,).
-        Reuses the longest cached common prefix (at least the last prompt token is re-evaluated for its row)."""
-        return self.eval_draft(prompt, [])[0]
+        Reuses the longest cached common prefix (at least the last prompt token is re-evaluated for its row).
+        ``probe``: as in :meth:`eval_draft`."""
+        return self.eval_draft(prompt, [], probe)[0]
 
-    def eval_draft(self, prompt: Sequence[int], draft: Sequence[int]) -> np.ndarray:
+    #: after :meth:`eval_draft` with a ``probe``: the logits row (n_vocab,) before ``prompt[probe]``, or None when
+    #: that row was not evaluated by the pass (the cache already held it)
+    probe_row: np.ndarray | None = None
+
+    def eval_draft(self, prompt: Sequence[int], draft: Sequence[int], probe: int | None = None) -> np.ndarray:
         """ONE forward pass over the uncached part of ``prompt`` followed by ``draft``; the cache then holds
         prompt ⊕ draft. Returns the verification rows (len(draft)+1, n_vocab): row j is the next-token logits
         before ``draft[j]`` (row len(draft) follows the last draft token) — the row convention of engine.core.verify.
+        ``probe`` (an index into ``prompt``, ≥ 1): the same pass also keeps the row predicting ``prompt[probe]`` in
+        :attr:`probe_row` (no extra pass: the cache is cropped to the tokens before it when it held more, so the
+        pass re-reads the few tokens from there).
 
         Raises:
             ValueError: empty prompt.
@@ -84,8 +92,20 @@ class LMSession:
         if not prompt:
             raise ValueError("empty prompt")
         self._claim()
-        feed = V.sync_cache(self.lm, self.tokens, prompt)  # crop to the cached common prefix
-        return self.eval(feed + draft)[len(feed) - 1 :]
+        if probe is not None and 1 <= probe < len(prompt):
+            # the probe's row must be in this pass: the cache keeps at most the tokens before it
+            k = min(V.common_prefix(self.tokens, prompt), len(prompt) - 1, probe - 1)
+            self.crop(k)
+            feed = prompt[k:]
+        else:
+            feed = V.sync_cache(self.lm, self.tokens, prompt)  # crop to the cached common prefix
+        rows = self.eval(feed + draft)
+        self.probe_row = None
+        if probe is not None:
+            i = probe - 1 - (len(prompt) - len(feed))  # the row before prompt[probe], within this pass
+            if 0 <= i < len(feed):
+                self.probe_row = np.array(rows[i], np.float32)
+        return rows[len(feed) - 1 :]
 
 
 @dataclass
