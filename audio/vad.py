@@ -220,11 +220,7 @@ class StreamingVAD:
                     if self.verdict is not None and self._verdict_ends(events):
                         continue
                     if self.n - self.silence_start >= self.min_silence:
-                        self.last_end = self.silence_start + self.pad
-                        events.append(VadEvent("end", self.last_end / self.sr))
-                        self.in_speech = False
-                        self.candidate_start = None
-                        self.silence_start = None
+                        self._end_utterance(events)
         return events
 
     @property
@@ -282,11 +278,7 @@ class StreamingVAD:
         events.append(self.last_turn)
         if p < self.turn_threshold:
             return False
-        self.last_end = self.silence_start + self.pad
-        events.append(VadEvent("end", t))
-        self.in_speech = False
-        self.candidate_start = None
-        self.silence_start = None
+        self._end_utterance(events)
         return True
 
     def _verdict_ends(self, events: list[VadEvent]) -> bool:
@@ -309,12 +301,16 @@ class StreamingVAD:
         need = self.unknown_silence if p is None else self.pause if p >= self.turn_threshold else self.min_silence
         if silence < need:
             return False
+        self._end_utterance(events)
+        return True
+
+    def _end_utterance(self, events: list[VadEvent]) -> None:
+        """Close the utterance at the silence's start plus the pad: append the "end" event."""
         self.last_end = self.silence_start + self.pad
-        events.append(VadEvent("end", t))
+        events.append(VadEvent("end", self.last_end / self.sr))
         self.in_speech = False
         self.candidate_start = None
         self.silence_start = None
-        return True
 
     def flush(self) -> list[VadEvent]:
         """End of stream: close an open utterance at the current time."""
