@@ -271,7 +271,7 @@ def test_a_real_session_forwards_the_engines_revisions(qtbot, tmp_path, small_gg
     make = ctl.rt.transcriber
     added, emitted = [], []
 
-    def transcriber(source, emit, use_vad=True):
+    def transcriber(source, emit, use_vad=True, **turn):
         def on_event(ev):
             emit(ev)
             if isinstance(ev, RevisedTranscript):
@@ -282,7 +282,7 @@ def test_a_real_session_forwards_the_engines_revisions(qtbot, tmp_path, small_gg
                 emitted.append(added[-1])
                 emit(added[-1])
 
-        return make(source, on_event, use_vad)
+        return make(source, on_event, use_vad, **turn)
 
     ctl.rt.transcriber = transcriber
     w = MainWindow(ctl, QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat),

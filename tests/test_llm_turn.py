@@ -128,8 +128,8 @@ def test_a_verdict_that_comes_late_ends_the_turn_when_it_comes(runtime, jfk_audi
     assert clock["asked"] + 0.25 <= end[2] <= clock["asked"] + 0.25 + 0.1
 
 
-def test_an_assist_session_ends_the_turn_on_the_llms_verdict():
-    """The embedded question played in real time through the whole session (real Whisper, Qwen 1.5B, Piper) with
+def test_an_assist_session_ends_the_turn_on_the_llms_verdict(small_gguf):
+    """The embedded question played in real time through the whole session (real Whisper, Qwen 0.5B, Piper) with
     the LLM rule: the transcriber reports the verdict PredGen's pass read, the turn is ended by the model at the
     pause, and the question is answered."""
     from audio.io import load_audio
@@ -139,7 +139,8 @@ def test_an_assist_session_ends_the_turn_on_the_llms_verdict():
     from engine.session import Session, SessionOptions
 
     # a turn not judged yet waits 5 s here (not the ordinary 0.6 s), so a busy test machine still gets the verdict
-    cfg = load_config(None, sets=["duplex.end_of_turn=llm", "duplex.eot_wait_s=5.0", "duplex.turn_max_silence_s=5.0"])
+    cfg = load_config(None, sets=["duplex.end_of_turn=llm", "duplex.eot_wait_s=5.0", "duplex.turn_max_silence_s=5.0",
+                                  f"models.llm_target={small_gguf}"])
     audio = load_audio(QUESTION)
     evs = []
     src = ArraySource(audio, cfg.audio.block_s, realtime=True, trailing_silence_s=6.0)
