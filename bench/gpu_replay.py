@@ -102,9 +102,10 @@ def slug(name: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ cost curves
-def placeholder_llm(arch_file: str, device: str, seed: int = 0):
+def placeholder_llm(arch_file: str, device: str, seed: int = 0, layers: int = 0):
     """:class:`engine.llm.torch_lm.TorchCausalLM` over a Qwen2 of the architecture in ``bench/data/replay/models/``
-    with seeded random weights (bfloat16 on CUDA, float32 on the CPU, as the product loads the real ones)."""
+    with seeded random weights (bfloat16 on CUDA, float32 on the CPU, as the product loads the real ones);
+    ``layers`` > 0: only its first ``layers`` decoder layers (the CPU self-test, not a measurement)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -112,7 +113,10 @@ def placeholder_llm(arch_file: str, device: str, seed: int = 0):
     from engine.llm.torch_lm import TorchCausalLM
 
     cfg = json.loads((TRACES / "models" / arch_file).read_text())
-    cfg = cfg.get("config", cfg)
+    cfg = dict(cfg.get("config", cfg))
+    if layers:
+        cfg["num_hidden_layers"] = min(layers, cfg.get("num_hidden_layers", layers))
+        cfg.pop("layer_types", None)  # one entry per layer: rebuilt from the new count
     config = AutoConfig.for_model(**cfg)
     dtype = getattr(torch, torch_dtype_name(device, "llm"))
     torch.manual_seed(seed)
@@ -121,8 +125,9 @@ def placeholder_llm(arch_file: str, device: str, seed: int = 0):
     return TorchCausalLM(model, None, device=device, n_ctx=0)
 
 
-def verify_cost(device: str, ks=KS, repeats: int = 5, llms=tuple(LLM_ARCHS)) -> dict:
-    """Cost curves of the targets the methods verify with, placeholder weights on ``device``."""
+def verify_cost(device: str, ks=KS, repeats: int = 5, llms=tuple(LLM_ARCHS), layers: int = 0) -> dict:
+    """Cost curves of the targets the methods verify with, placeholder weights on ``device`` (``layers`` > 0: the
+    LLMs cut to their first ``layers`` layers, as the CPU self-test does: a check of the script, not a measurement)."""
     import numpy as np
     import torch
 
@@ -141,9 +146,10 @@ def verify_cost(device: str, ks=KS, repeats: int = 5, llms=tuple(LLM_ARCHS)) -> 
         "dtype": str(w.dtype).removeprefix("torch."), "context_tokens": 40,
         "curve": curve(w.decoder(enc), toks[:40], toks[40:], ks, repeats, sync)}
     for name in llms:
-        lm = placeholder_llm(LLM_ARCHS[name], device)
+        lm = placeholder_llm(LLM_ARCHS[name], device, layers=layers)
         ids = [int(t) for t in rng.integers(100, 150000, 256 + max(ks))]
         out["targets"][name] = {"dtype": str(lm.dtype).removeprefix("torch."), "context_tokens": 256,
+                                **({"layers": layers} if layers else {}),
                                 "curve": curve(lm, ids[:256], ids[256:], ks, repeats, sync)}
         del lm
         if device == "cuda":
@@ -173,7 +179,8 @@ def jobs(device: str, limit: int, families, cost: bool = True, layers: int = 0) 
     if cost:
         out.append(("verify-cost", "verify_cost.json",
                     lambda: verify_cost(device, repeats=2 if limit else 5,
-                                        llms=("qwen2.5-coder-0.5b",) if (limit and device == "cpu") else tuple(LLM_ARCHS))))
+                                        llms=("qwen2.5-coder-0.5b",) if (limit and device == "cpu") else tuple(LLM_ARCHS),
+                                        layers=layers)))
     return out
 
 

@@ -2,7 +2,7 @@
 is missed, how often speech without it wakes the assistant, and how late the decision comes — for the matcher of
 :mod:`engine.answer.wake` on the streaming transcript the session computes anyway.
 
-Positives. Each phrase (``--phrases``, default "hey spec voice", "okay computer", "hello assistant") is said by 11
+Positives. Each phrase (``--phrases``, default "hey spec voice" and "okay computer") is said by 11
 voices — Piper (the ``tts_voice`` role) at four length/noise scales and espeak-ng in seven accents and variants —
 alone and followed (after a 0.1–0.3 s gap) by a question of bench/data/wake/questions.txt, in four conditions:
 clean, reverberant (synthetic room, RT60 0.6 s), babble (8 espeak-ng talkers at 10 dB SNR) and telephone (300–3400
@@ -22,8 +22,10 @@ Every file is streamed once through exactly what a session runs (``Runtime.trans
 streaming Whisper with the configuration's update policy) with no real-time pacing: the source hands over its next
 0.1 s block only once the ASR has taken everything queued, so updates come every ``asr.min_chunk_s`` of new
 audio, as in a real-time run whose updates keep up, and the run is deterministic. The second pass
-(``asr.revise_max_s``) is off: a revision never wakes the assistant. Every phrase is then applied to the same
-event stream: per utterance, the PredGen source text of each partial (``llm.predgen_source``) and the final text
+(``asr.revise_max_s``) is off: a revision never wakes the assistant. With ``duplex.wake_prompt`` (the default) every
+utterance is decoded with the phrase listened for at the end of its prompt, as a listening session does, so a
+positive is streamed for its own phrase and every other file once per phrase (``--set duplex.wake_prompt=false``:
+once for all phrases). The phrase is then applied to the event stream: per utterance, the PredGen source text of each partial (``llm.predgen_source``) and the final text
 through :class:`engine.answer.wake.WakeMatcher`, as :class:`engine.answer.wake.WakeGate` does while listening.
 
 Reported per phrase and condition (and pooled):
@@ -39,7 +41,8 @@ Reported per phrase and condition (and pooled):
 A condition or phrase over a target is named in ``targets`` with the reason (the transcripts of its misses).
 
 Run: ``python -m bench.wake_bench [--phrases "hey spec voice,okay computer"] [--hours 1.0] [--voices 11]
-[--out bench/results/wake.json]``; ``--quick`` (2 voices, 0.05 h) checks the script. ≈ 20 min on 2 cores.
+[--out bench/results/wake.json]``; ``--quick`` (2 voices, 0.05 h) checks the script. ≈ 25 min per phrase on 2
+cores (the negatives are heard once per phrase).
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ WAKE_DATA = DATA / "wake"
 OUT = HERE / "results" / "wake.json"
 SR = SAMPLE_RATE  # Hz
 SEED = 20260301
-PHRASES = ("hey spec voice", "okay computer", "hello assistant")
+PHRASES = ("hey spec voice", "okay computer")  # a made-up name and an everyday one
 CONDITIONS = ("clean", "reverb", "babble", "telephone")
 TOLERANCES = (0.15, 0.2, 0.25, 0.3, 0.35)
 MISS_TARGET = 0.05  # share of clips
@@ -231,10 +234,14 @@ class PacedSource(ArraySource):
             yield block
 
 
-def stream(rt, cfg, audio: np.ndarray) -> dict:
+def stream(rt, cfg, audio: np.ndarray, phrase: str = "") -> dict:
     """The transcriber's events of ``audio``: {"utterances": [{"start", "end", "partials": [(text, audio_s)],
     "final", "final_audio_s"}], "audio_s", "compute_s"} — ``audio_s`` of an event is the audio the ASR had taken
-    when it was emitted."""
+    when it was emitted. ``phrase``: the session listens for it with ``duplex.wake_prompt`` (every utterance's prompt
+    ends with :func:`engine.answer.wake.prompt_sentence` of it, as :meth:`engine.answer.wake.WakeGate.prompt_hint`
+    gives while listening)."""
+    from engine.answer.wake import prompt_sentence
+
     from engine.core.events import FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
 
     src = PacedSource(audio, cfg.audio.block_s)
@@ -257,7 +264,8 @@ def stream(rt, cfg, audio: np.ndarray) -> dict:
                                                "final_audio_s": None})
             u["final"], u["final_audio_s"] = ev.text, round(now, 3)
 
-    st = rt.transcriber(src, on_event)
+    hint = prompt_sentence(phrase)
+    st = rt.transcriber(src, on_event, prompt_hint=(lambda: hint) if hint else None)
     holder["st"] = st
     src.queue = st.q
     t0 = time.process_time()
@@ -370,16 +378,17 @@ def score_negatives(clips: list[Clip], streams: dict[str, dict], phrase: str, to
 
 def evaluate(pos: list[Clip], neg: list[Clip], streams: dict, phrases: list[str], tolerance: float,
              near: list[Clip] = ()) -> dict:
+    """``streams``: phrase → clip name → :func:`stream` (what the session listening for that phrase heard)."""
     out = {}
     for phrase in phrases:
-        rows = score_positives(pos, streams, phrase, tolerance)["rows"]
+        rows = score_positives(pos, streams[phrase], phrase, tolerance)["rows"]
         per = {c: summarise_positives([r for r in rows if r["condition"] == c]) for c in CONDITIONS}
         per_variant = {v: summarise_positives([r for r in rows if r["variant"] == v]) for v in ("alone", "question")}
         out[phrase] = {"positives": {"all": summarise_positives(rows), "per_condition": per,
                                      "per_variant": per_variant},
-                       "negatives": score_negatives(neg, streams, phrase, tolerance)}
+                       "negatives": score_negatives(neg, streams[phrase], phrase, tolerance)}
         if near:
-            n = score_negatives(list(near), streams, phrase, tolerance)
+            n = score_negatives(list(near), streams[phrase], phrase, tolerance)
             out[phrase]["near_misses"] = {"lines": sum(c.meta["lines"] for c in near), "utterances": n["utterances"],
                                           "woken": n["false_wakes"], "wakes": n["wakes"]}
     return out
@@ -447,13 +456,18 @@ def main(argv: list[str] | None = None) -> int:
           f"({sum(len(c.audio) for c in neg) / SR / 3600:.2f} h), made in {synth_s:.0f} s", flush=True)
 
     rt = Runtime(cfg, progress=False)
-    streams, compute = {}, 0.0
-    for i, c in enumerate(pos + near + neg):
-        streams[c.name] = s = stream(rt, cfg, c.audio)
+    # with the phrase in the prompt what the ASR hears depends on the phrase listened for: a positive is streamed
+    # for its own phrase, the rest once per phrase; without it, every clip once for all phrases
+    bias = cfg.duplex.wake_prompt
+    heard: dict[str, dict[str, dict]] = {p: {} for p in (phrases if bias else [""])}
+    jobs = [(c.phrase if bias else "", c) for c in pos] + [(p, c) for c in near + neg for p in heard]
+    compute = 0.0
+    for i, (phrase, c) in enumerate(jobs):
+        heard[phrase][c.name] = s = stream(rt, cfg, c.audio, phrase)
         compute += s["compute_s"]
         if i % 25 == 0:
-            print(f"  {i + 1}/{len(pos) + len(near) + len(neg)} {c.name} ({time.monotonic() - started:.0f} s)",
-                  flush=True)
+            print(f"  {i + 1}/{len(jobs)} {c.name} {phrase!r} ({time.monotonic() - started:.0f} s)", flush=True)
+    streams = {p: heard[p if bias else ""] for p in phrases}
     results = evaluate(pos, neg, streams, phrases, tolerance, near)
     sweep = {}
     for tol in TOLERANCES:
@@ -468,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
         "asr_cpu_s": round(compute, 1),
         "config": {"asr_model_role": cfg.asr.model_role, "min_chunk_s": cfg.asr.min_chunk_s,
                    "predgen_source": cfg.llm.predgen_source, "vad_min_silence_s": cfg.vad.min_silence_s,
-                   "revise_max_s": 0.0, "tolerance": tolerance, "pacing": "as consumed, one 0.1 s block at a time",
+                   "revise_max_s": 0.0, "tolerance": tolerance, "wake_prompt": bias,
+                   "pacing": "as consumed, one 0.1 s block at a time",
                    "overrides": a.set},
         "phrases": phrases, "voices": n_voices, "conditions": list(CONDITIONS),
         "targets": {"miss_rate_max": MISS_TARGET, "false_wakes_per_hour_max": FALSE_WAKE_TARGET},

@@ -726,6 +726,10 @@ class DuplexConfig:
                                help="Hands-free: only an utterance that starts with this phrase is answered (any "
                                     "words, no training; matched on the streaming transcript); the phrase is cut "
                                     "from what the LLM sees. Empty = every utterance is answered.")
+    wake_prompt: bool = setting(True, label="Wake phrase in the ASR prompt",
+                                help="While listening for the wake phrase, each new utterance is decoded with the "
+                                     "phrase as Whisper's previous text, so a made-up name is heard and spelt as "
+                                     "typed.")
     follow_up_s: float = setting(8.0, label="Follow-up window", unit="s", range=(0.0, 120.0),
                                  help="With a wake phrase: after an answer, an utterance starting within this many "
                                       "seconds is answered without the phrase (0 = always say the phrase).")

@@ -100,13 +100,16 @@ class Runtime:
                              f"{self.window_policy()}:{self.decode_guard()}", build_spec)
         raise ValueError(f"unknown ASR method {a.method!r} (available: ssd, specasr, ar, ar_torch)")
 
-    def transcriber(self, source, emit, use_vad: bool = True, verdict=None, turn_cfg: Config | None = None):
+    def transcriber(self, source, emit, use_vad: bool = True, verdict=None, turn_cfg: Config | None = None,
+                    prompt_hint=None):
         """The streaming transcriber (capture → VAD → streaming ASR) over ``source`` with this configuration's
         backend, VAD and update policy: what ``transcribe``/``assist``/``caption``, the GUI and the benchmarks
         all run. ``emit`` receives the :mod:`engine.core.events` events (from the ASR thread); ``use_vad=False``: the
         whole stream is one utterance (push-to-talk); ``verdict``: the end-of-turn verdicts of ``duplex.end_of_turn =
         llm`` (:meth:`vad`); ``turn_cfg``: the configuration whose [vad] and [duplex] sections end the turns (default
-        this runtime's: a session passes its own)."""
+        this runtime's: a session passes its own); ``prompt_hint``: text for the end of each new utterance's prompt
+        (:class:`engine.asr.transcriber.StreamingTranscriber`; a listening wake gate's
+        :meth:`engine.answer.wake.WakeGate.prompt_hint`)."""
         from engine.asr.language_id import SessionLanguage
         from engine.asr.transcriber import StreamingTranscriber
 
@@ -114,7 +117,8 @@ class Runtime:
         lang = SessionLanguage(a) if a.language == "auto" else None
         return StreamingTranscriber(source, self.asr_backend(), self.vad(verdict, turn_cfg) if use_vad else None, emit, a,
                                     session_language=lang,
-                                    revise_backend=self.revise_backend if a.revise_max_s > 0 else None)
+                                    revise_backend=self.revise_backend if a.revise_max_s > 0 else None,
+                                    prompt_hint=prompt_hint)
 
     def revise_backend(self):
         """The second pass's decoder (``asr.revise_max_s``): greedy AR on the padded 30 s window, as an offline

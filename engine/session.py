@@ -365,8 +365,9 @@ class Session:
         source = self._echo_cancelled(self.source)
         if opts.input_level:
             source = LevelSource(source, lambda level: self.emit(InputLevel(level)))
+        hint = self._wake.prompt_hint if self._wake is not None and cfg.duplex.wake_prompt else None
         self.transcriber = rt.transcriber(source, self._on_asr_event, use_vad=not opts.push_to_talk,
-                                          verdict=self._verdicts, turn_cfg=cfg)
+                                          verdict=self._verdicts, turn_cfg=cfg, prompt_hint=hint)
         detector = getattr(source, "barge_in", None)
         if detector is not None and self.transcriber.vad is not None:
             from audio.aec import EchoGatedVAD

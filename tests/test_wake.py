@@ -58,13 +58,14 @@ def test_the_gate_answers_the_woken_utterance_and_follow_ups_until_the_window_en
     now = [0.0]
     changes = []
     gate = WakeGate("hey spec voice", follow_up_s=8.0, on_change=changes.append, clock=lambda: now[0])
+    assert gate.prompt_hint() == "Hey spec voice is the wake phrase."  # listening: the phrase ends the new utterance's ASR prompt
     gate.speech_started(0)
     assert gate.partial(0, "I think the train") is None and gate.final(0, "I think the train is late.") is None
     assert gate.state == LISTENING and changes == []
     gate.speech_started(1)
     assert gate.partial(1, "Hey") is None  # undecided: no speculation yet
     assert gate.partial(1, "Hey spec voice, what") == "What"  # woken at the first partial holding the phrase
-    assert changes == [CONVERSATION]
+    assert changes == [CONVERSATION] and gate.prompt_hint() == ""  # in conversation: no phrase expected
     assert gate.final(1, "Hey spec voice, what is the time?") == "What is the time?"
     gate.tick(answering=True)  # the answer is generated and played
     now[0] = 20.0
@@ -100,6 +101,31 @@ def _say(tts, text: str) -> np.ndarray:
     from audio.io import SAMPLE_RATE, resample
 
     return resample(np.asarray(tts.synthesize(text), np.float32), tts.sample_rate, SAMPLE_RATE)
+
+
+def test_while_listening_the_asr_prompt_names_the_phrase_and_the_transcript_keeps_it(runtime):
+    """Real Whisper on Piper saying the phrase and a question: decoded as a listening session decodes it (the gate's
+    hint at the end of the prompt), the transcript opens with the phrase as typed and keeps the question after it
+    (the prompt names the phrase without ending with it, so Whisper does not take it as already written)."""
+    from audio.sources import ArraySource
+    from engine.core.events import FinalTranscript
+
+    gate = WakeGate("hey spec voice", follow_up_s=8.0)
+    hints = []
+
+    def hint():
+        hints.append(gate.prompt_hint())
+        return hints[-1]
+
+    gap = np.zeros(12000, np.float32)
+    audio = np.concatenate([gap, _say(runtime.tts(), "Hey spec voice, what time is it?"), gap, gap])
+    evs = []
+    runtime.transcriber(ArraySource(audio, 0.1, realtime=False, trailing_silence_s=1.0), evs.append,
+                        prompt_hint=hint).run()
+    finals = [e.text for e in evs if isinstance(e, FinalTranscript) and e.text]
+    assert hints == ["Hey spec voice is the wake phrase."] and len(finals) == 1, (hints, finals)
+    m = gate.matcher.match(finals[0], final=True)
+    assert m.woken and m.distance == 0.0 and "time" in m.rest.lower(), finals
 
 
 def test_an_armed_session_answers_only_the_phrased_utterance_and_its_follow_up(small_gguf, tmp_path):

@@ -50,6 +50,13 @@ def section_wake(r: Results) -> str:
     else:
         verdict = (f"Every phrase and condition is within the targets (miss ≤ {pct(t['miss_rate_max'])}, ≤ "
                    f"{num(t['false_wakes_per_hour_max'], 0)} false wake per hour).")
+    if d["config"].get("wake_prompt"):
+        streamed = ("With `duplex.wake_prompt` (the default) each utterance is decoded with the phrase listened for "
+                    "named at the end of Whisper's prompt (“Okay computer is the wake phrase.”), as a listening "
+                    "session does: each positive is streamed for its own phrase, every other file once per phrase,")
+    else:
+        streamed = ("Without the phrase in the prompt (`duplex.wake_prompt = false`) each file is streamed once, "
+                    "for all phrases,")
     return f"""## Wake phrase (`python -m bench.wake_bench`)
 
 Hands-free with `duplex.wake_phrase` set, only an utterance that starts with the phrase is answered; the phrase is
@@ -58,10 +65,10 @@ length: engine/answer/wake.py). Each phrase is said by {d["voices"]} voices (Pip
 espeak-ng in several accents), alone and followed by a question, clean, reverberant, in babble and over the
 telephone ({d["positives"]["clips"]} clips); the negatives are {num(neg_all["audio_h"])} h of speech with no phrase in
 it ({neg_all["committed_files"]} committed recordings and synthesised sets, {neg_all["synthesised_files"]} two-voice
-dialogues synthesised at run time). Each file is streamed once through the
+dialogues synthesised at run time). {streamed} through the
 session's transcriber (VAD, streaming Whisper `{d["config"]["asr_model_role"]}`, an update per
-{num(d["config"]["min_chunk_s"])} s of new audio, the second pass off) and every phrase is applied to the same
-events, on the partials' `{d["config"]["predgen_source"]}` text and the final, as the session does.
+{num(d["config"]["min_chunk_s"])} s of new audio, the second pass off) and the phrase is matched on the partials'
+`{d["config"]["predgen_source"]}` text and the final, as the session does.
 
 {produced_by("wake.json")}
 

@@ -178,6 +178,16 @@ class WakeMatcher:
         return m.rest if m.woken else text
 
 
+def prompt_sentence(phrase: str) -> str:
+    """``phrase`` in a sentence of Whisper's previous text that names it ("okay computer" → "Okay computer is the wake
+    phrase."). The sentence does not end with the phrase: a prompt whose last words are the ones the audio opens with
+    makes Whisper take them as already written and leave them out of the transcript."""
+    p = " ".join(phrase.split()).rstrip(_PUNCT)
+    if not p:
+        return ""
+    return p[:1].upper() + p[1:] + " is the wake phrase."
+
+
 #: :class:`WakeGate` states
 LISTENING, CONVERSATION = "listening", "conversation"
 
@@ -218,6 +228,16 @@ class WakeGate:
     @property
     def phrase(self) -> str:
         return self.matcher.phrase
+
+    def prompt_hint(self) -> str:
+        """The ASR prompt's hint for an utterance opening now (``duplex.wake_prompt``): :func:`prompt_sentence` while
+        listening, so Whisper hears and spells the phrase as typed; "" in conversation (a follow-up needs no
+        phrase)."""
+        with self._lock:
+            self._expire()
+            listening = self.state == LISTENING
+        self._notify()
+        return prompt_sentence(self.phrase) if listening else ""
 
     def speech_started(self, utterance: int) -> None:
         """An utterance starts: in conversation it is a follow-up (taken without the phrase)."""

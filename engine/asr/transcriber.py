@@ -129,6 +129,9 @@ class StreamingTranscriber:
             answer and caption paths are not starved.
         max_backlog_s: capacity of the capture → ASR queue, seconds of audio.
         lag_warn_s: ASR delay behind a real-time source that emits :class:`engine.pipeline.Backlog`, seconds.
+        prompt_hint: called on the ASR thread as an utterance opens: text put at the end of its decoding prompt
+            (Whisper's previous text, after the earlier utterances'), e.g. the wake phrase while a hands-free
+            session listens for it, so Whisper spells a made-up name as the user typed it; "" = none.
 
     Raises:
         ValueError: ``asr.revise_mode`` is neither "offline" nor "chains".
@@ -137,8 +140,10 @@ class StreamingTranscriber:
     def __init__(self, source: AudioSource, backend: ASRBackend, vad: StreamingVAD | None,
                  emit: Callable[[object], None], asr: AsrConfig, *, session_language: SessionLanguage | None = None,
                  revise_backend: ASRBackend | Callable[[], ASRBackend] | None = None, max_utterance_s: float = 60.0,
-                 max_backlog_s: float = 600.0, lag_warn_s: float = 3.0):
+                 max_backlog_s: float = 600.0, lag_warn_s: float = 3.0,
+                 prompt_hint: Callable[[], str] | None = None):
         self.source = source
+        self.prompt_hint = prompt_hint
         self.asr = asr
         self.session_language = session_language
         if asr.revise_mode not in ("offline", "chains"):
@@ -350,6 +355,9 @@ class StreamingTranscriber:
         earlier = [t for t in self.texts.values() if t]  # the second pass's revisions are the better context
         earlier = earlier[:-1] if ctx_words else earlier
         context = " ".join(earlier)[-200:]
+        hint = self.prompt_hint().strip() if self.prompt_hint is not None else ""
+        if hint:  # kept whole, after the earlier text: the prompt's last words weigh most
+            context = (context[-max(0, 199 - len(hint)):] + " " + hint).strip()[-200:]
         proc = OnlineASRProcessor(self.backend, self.asr, context=context + " " if context else "", t_offset=t_buf,
                                   context_words=ctx_words, committed_until=ctx_words[-1].end if ctx_words else None,
                                   speech_start=t_start, session_language=self.session_language)
