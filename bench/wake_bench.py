@@ -419,6 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2 voices, 0.05 h of negatives: checks the script")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="configuration override")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--streams", default="out/wake_streams.json",
+                    help="where the heard event streams are kept (phrase → clip → events; not committed)")
+    ap.add_argument("--rescore", action="store_true",
+                    help="score the streams kept by an earlier run with the same arguments instead of decoding")
     a = ap.parse_args(argv)
     from engine.answer.wake import DEFAULT_TOLERANCE
     from engine.config import load_config
@@ -462,11 +466,22 @@ def main(argv: list[str] | None = None) -> int:
     heard: dict[str, dict[str, dict]] = {p: {} for p in (phrases if bias else [""])}
     jobs = [(c.phrase if bias else "", c) for c in pos] + [(p, c) for c in near + neg for p in heard]
     compute = 0.0
-    for i, (phrase, c) in enumerate(jobs):
+    kept = Path(a.streams)
+    if a.rescore:
+        heard = json.loads(kept.read_text(encoding="utf-8"))
+        missing = [(p, c.name) for p, c in jobs if c.name not in heard.get(p, {})]
+        if missing:
+            raise SystemExit(f"{kept} lacks {len(missing)} streams of this run (e.g. {missing[0]}): run without "
+                             "--rescore")
+        compute = sum(s["compute_s"] for p in heard.values() for s in p.values())
+    for i, (phrase, c) in enumerate([] if a.rescore else jobs):
         heard[phrase][c.name] = s = stream(rt, cfg, c.audio, phrase)
         compute += s["compute_s"]
         if i % 25 == 0:
             print(f"  {i + 1}/{len(jobs)} {c.name} {phrase!r} ({time.monotonic() - started:.0f} s)", flush=True)
+    if not a.rescore:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(heard), encoding="utf-8")
     streams = {p: heard[p if bias else ""] for p in phrases}
     results = evaluate(pos, neg, streams, phrases, tolerance, near)
     sweep = {}

@@ -42,6 +42,14 @@ def test_speech_that_does_not_start_with_the_phrase_is_not_woken(phrase, text):
     assert WakeMatcher(phrase).match(text, final=True).woken is False
 
 
+def test_a_transcript_that_writes_the_prompt_does_not_wake():
+    """Whisper may copy its previous text: "<phrase> is the wake phrase." is the prompt, not the user."""
+    m = WakeMatcher("okay computer")
+    assert m.match("Okay computer is the wake phrase.", final=True).woken is False
+    assert m.match("Okay computer is the").woken is None  # a partial: the next words decide
+    assert m.match("Okay computer, is it raining?", final=True).rest == "Is it raining?"
+
+
 def test_a_partial_is_decided_as_soon_as_its_words_allow():
     m = WakeMatcher("hey spec voice")
     assert m.match("Hey").woken is None  # the phrase may still come

@@ -16,6 +16,10 @@ weighted edit distance:
 * **Distance** (:func:`key_distance`): Levenshtein over the keys with vowels cheap (substituting a vowel for a vowel
   costs 0.4, inserting or deleting one 0.5; any consonant edit 1). The transcript starts with the phrase when some
   prefix of 1 … (phrase words + 2) words is within ``tolerance`` × (the phrase key's length) of the phrase's key.
+* **The prompt** (``duplex.wake_prompt``). While listening, each utterance is decoded with "<Phrase> is the wake
+  phrase." as Whisper's previous text (:func:`prompt_sentence`; initial-prompt biasing as faster-whisper's
+  ``hotwords``), so a made-up name is spelt as typed. A transcript with the prompt's tail right after the phrase
+  ("Okay computer is the wake phrase.") is Whisper writing its prompt, not what it heard: not woken.
 
 A partial transcript is decided as soon as it can be (:meth:`WakeMatcher.match`): *woken* once a prefix matches;
 *not woken* once its words are long enough that no prefix, however the utterance goes on, can match (a lower bound
@@ -166,16 +170,27 @@ class WakeMatcher:
                 # the words ran out while a longer prefix (one more letter at least) could still match
                 undecided = undecided or (len(tokens) < skip + len(self.words) + 2
                                           and _min_length_cost(len(key) + 1 - len(self.key)) <= self.limit)
+        dist = best[0] / len(self.key) if best is not None else float("inf")
         if best is not None and best[0] <= self.limit + 1e-9:
             rest = text[best[2]:].lstrip(_PUNCT)
-            return WakeMatch(True, rest[:1].upper() + rest[1:], best[0] / len(self.key), best[1])
-        dist = best[0] / len(self.key) if best is not None else float("inf")
+            after = tuple(w for w in (normalise_word(t) for t in rest.split()[:len(_TAIL_WORDS)]) if w)
+            if after == _TAIL_WORDS:  # Whisper wrote its prompt (prompt_sentence), not what it heard
+                return WakeMatch(False, "", dist, 0)
+            if after and not final and after == _TAIL_WORDS[:len(after)]:
+                return WakeMatch(None, "", dist, 0)  # the next words tell an echo from "…, is it raining?"
+            return WakeMatch(True, rest[:1].upper() + rest[1:], dist, best[1])
         return WakeMatch(None if undecided and not final else False, "", dist, 0)
 
     def cut(self, text: str) -> str:
         """``text`` without the phrase at its start when it has it (:meth:`match`), else ``text`` unchanged."""
         m = self.match(text, final=True)
         return m.rest if m.woken else text
+
+
+#: the words :func:`prompt_sentence` puts after the phrase: a transcript with them right after the phrase is Whisper
+#: writing its prompt, not what it heard (:meth:`WakeMatcher.match` does not wake on it)
+PROMPT_TAIL = "is the wake phrase"
+_TAIL_WORDS = tuple(PROMPT_TAIL.split())
 
 
 def prompt_sentence(phrase: str) -> str:
@@ -185,7 +200,7 @@ def prompt_sentence(phrase: str) -> str:
     p = " ".join(phrase.split()).rstrip(_PUNCT)
     if not p:
         return ""
-    return p[:1].upper() + p[1:] + " is the wake phrase."
+    return f"{p[:1].upper()}{p[1:]} {PROMPT_TAIL}."
 
 
 #: :class:`WakeGate` states
