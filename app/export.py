@@ -247,33 +247,53 @@ def export(records: list[dict], path: str | Path, session: str | None = None) ->
 
 class History:
     """The desktop app's view of its journal at ``path`` (written by the session engine, :mod:`engine.journal`):
-    the items it holds, with revisions applied, and the exports of every session on one continuous clock (the
-    app's sessions are the turns of one conversation)."""
+    the items it holds, with revisions applied, and the exports of its sessions on one continuous clock (the app's
+    sessions are the turns of one conversation).
 
-    def __init__(self, path: str | Path):
+    Args:
+        path: the journal (JSONL; it need not exist yet).
+        since_now: only the sessions that start after this object is made (a window's own conversation: the journal
+            keeps every earlier run's too, which ``specvoice export --journal PATH --session all`` writes); False:
+            every session.
+
+    Raises:
+        OSError: ``since_now`` and the journal exists but cannot be read.
+    """
+
+    def __init__(self, path: str | Path, since_now: bool = False):
         self.path = Path(path)
+        self._earlier = frozenset(r.get("session") for r in read_journal(self.path)) if since_now else frozenset()
+
+    def records(self) -> list[dict]:
+        """The journal's records of the sessions this history holds, in order."""
+        recs = read_journal(self.path)
+        return [r for r in recs if r.get("session") not in self._earlier] if self._earlier else recs
 
     @property
     def items(self) -> list[Item]:
-        return items(read_journal(self.path))
+        return items(self.records())
 
     def to_txt(self) -> str:
-        return to_txt(read_journal(self.path))
+        return to_txt(self.records())
 
     def to_srt(self) -> str:
-        return to_srt(read_journal(self.path))
+        return to_srt(self.records())
 
     def to_vtt(self) -> str:
-        return to_vtt(read_journal(self.path))
+        return to_vtt(self.records())
 
     def export(self, path: str | Path) -> Path:
-        """Write the whole journal as TXT, SRT or VTT by the file's suffix (UTF-8).
+        """Write this history's sessions as TXT, SRT or VTT by the file's suffix (UTF-8).
 
         Raises:
-            ValueError: another suffix.
+            ValueError: another suffix; nothing said yet (no session).
             OSError: the file cannot be written.
         """
-        return export(read_journal(self.path), path)
+        recs = self.records()
+        if not any(r["type"] == "session" or r.get("session") == "history" for r in recs):
+            raise ValueError("nothing to export yet: no session in this window "
+                             f"(`specvoice export FILE --journal {self.path} --session all` writes every earlier one)")
+        return export(recs, path)
 
 
 def clock(t: float, sep: str) -> str:

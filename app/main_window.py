@@ -98,7 +98,7 @@ class MainWindow(QMainWindow):
         if controller is None:
             self.ctl.apply_config(cfg)
         # what the sessions journal (the engine writes it before a signal arrives here) and what File → Export reads
-        self.history = History(Path(history_path or default_journal_path()))
+        self.history = History(Path(history_path or default_journal_path()), since_now=True)  # this window's
         self.ctl.journal_path = self.history.path
         self.caption_window = CaptionWindow()
         self.player = None

@@ -443,6 +443,36 @@ def test_export_confirms_the_path(bare_window, tmp_path, monkeypatch):
     assert str(target.resolve()) in w.status_label.text()
 
 
+def test_export_writes_this_windows_conversation_not_earlier_runs(qtbot, tmp_path, monkeypatch):
+    """The app's journal keeps every run; File → Export writes the sessions of this window only, and says so when
+    there is nothing yet (the CLI's export still reaches the earlier ones)."""
+    import app.main_window as mw
+    from app.controller import EngineController
+
+    journal = tmp_path / "history.jsonl"
+    Journal(journal).start("app").user(1, "Yesterday's question", 0.5, 1.7)  # a run before this window
+    ctl = EngineController(Config().with_overrides({"audio": {"output_device": "none"}}))
+    monkeypatch.setattr(ctl, "load", lambda mode="assist": None)
+    w = mw.MainWindow(ctl, QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat), history_path=journal)
+    qtbot.addWidget(w)
+    target = tmp_path / "conversation.txt"
+    warned, shown = [], []
+    monkeypatch.setattr(mw.QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), "*.txt"))
+    monkeypatch.setattr(mw.QMessageBox, "warning", lambda *a, **k: warned.append(a[2]))
+    monkeypatch.setattr(mw.QMessageBox, "information", lambda *a, **k: shown.append(a[2]))
+    w.export_dialog(".txt")
+    assert not target.exists() and len(warned) == 1 and "nothing to export" in warned[0], warned
+    Journal(journal).start("app").user(1, "Today's question", 0.4, 1.5)  # this window's session
+    w.export_dialog(".txt")
+    text = target.read_text(encoding="utf-8")
+    assert "Today's question" in text and "Yesterday" not in text and len(shown) == 1
+    out = tmp_path / "all.txt"
+    from app import cli
+
+    assert cli.main(["export", str(out), "--journal", str(journal), "--session", "all"]) == 0
+    assert "Yesterday's question" in out.read_text(encoding="utf-8")
+
+
 def test_no_layout_jump_when_lines_appear(bare_window, qtbot):
     """The end-of-turn line, a partial transcript, an answer's metrics and the loading bar going away move nothing."""
     w = bare_window
