@@ -38,7 +38,7 @@ def predgen_trace(qwen_small, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ssbd_trace(qwen_small):
-    return llm.record("ssbd", "0.5b", lm=qwen_small, limit=2, max_tokens=32)
+    return llm.record("ssbd", "0.5b", lm=qwen_small, limit=2, max_tokens=20)
 
 
 @pytest.fixture(scope="module")
