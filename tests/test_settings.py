@@ -213,7 +213,7 @@ def test_every_section_is_in_the_dialog_and_duplex_edits(qtbot, store):
     qtbot.addWidget(dlg)
     assert set(dlg.widgets) == set(SETTINGS) and set(dlg.groups) == set(C.SECTIONS)
     duplex = [k for k in SETTINGS if k.startswith("duplex.")]
-    assert len(duplex) == 13
+    assert len(duplex) == 14
     for key in duplex:  # each duplex field is a widget inside the duplex group, with its help as tooltip
         w = dlg.widgets[key]
         assert dlg.groups["duplex"].isAncestorOf(w) and w.toolTip().startswith(SETTINGS[key].help)
