@@ -72,6 +72,8 @@ class VadEvent:
     kind: str
     t: float
     p: float | None = None  # "turn" events only: the end-of-turn model's probability that the turn is complete
+    #: "end" events only: the last speech sample's time (seconds, no pad) — when the user stopped speaking
+    speech_end: float | None = None
 
 
 class StreamingVAD:
@@ -307,7 +309,7 @@ class StreamingVAD:
     def _end_utterance(self, events: list[VadEvent]) -> None:
         """Close the utterance at the silence's start plus the pad: append the "end" event."""
         self.last_end = self.silence_start + self.pad
-        events.append(VadEvent("end", self.last_end / self.sr))
+        events.append(VadEvent("end", self.last_end / self.sr, speech_end=self.silence_start / self.sr))
         self.in_speech = False
         self.candidate_start = None
         self.silence_start = None
@@ -317,5 +319,6 @@ class StreamingVAD:
         if self.in_speech:
             self.in_speech = False
             end = self.silence_start if self.silence_start is not None else self.n + len(self.pending)
-            return [VadEvent("end", min(end + self.pad, self.n + len(self.pending)) / self.sr)]
+            return [VadEvent("end", min(end + self.pad, self.n + len(self.pending)) / self.sr,
+                             speech_end=end / self.sr)]
         return []

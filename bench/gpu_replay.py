@@ -105,7 +105,8 @@ def slug(name: str) -> str:
 def placeholder_llm(arch_file: str, device: str, seed: int = 0, layers: int = 0):
     """:class:`engine.llm.torch_lm.TorchCausalLM` over a Qwen2 of the architecture in ``bench/data/replay/models/``
     with seeded random weights (bfloat16 on CUDA, float32 on the CPU, as the product loads the real ones);
-    ``layers`` > 0: only its first ``layers`` decoder layers (the CPU self-test, not a measurement)."""
+    ``layers`` > 0: only its first ``layers`` decoder layers, narrowed (:func:`bench.replay.llm.shrunk`; the CPU
+    self-test, not a measurement)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -115,8 +116,9 @@ def placeholder_llm(arch_file: str, device: str, seed: int = 0, layers: int = 0)
     cfg = json.loads((TRACES / "models" / arch_file).read_text())
     cfg = dict(cfg.get("config", cfg))
     if layers:
-        cfg["num_hidden_layers"] = min(layers, cfg.get("num_hidden_layers", layers))
-        cfg.pop("layer_types", None)  # one entry per layer: rebuilt from the new count
+        from bench.replay.llm import shrunk
+
+        cfg = shrunk(cfg, min(layers, cfg.get("num_hidden_layers", layers)))
     config = AutoConfig.for_model(**cfg)
     dtype = getattr(torch, torch_dtype_name(device, "llm"))
     torch.manual_seed(seed)

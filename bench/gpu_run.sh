@@ -4,7 +4,7 @@
 # torch, transformers, numpy, onnxruntime) and the repository; about 5 minutes on one H200-class GPU.
 #
 #   bash bench/gpu_run.sh                       # on a machine with a CUDA GPU
-#   SUITE_DEVICE=cpu bash bench/gpu_run.sh      # the self-test on a CPU: one item per family, the LLM cut to two
+#   SUITE_DEVICE=cpu bash bench/gpu_run.sh      # the self-test on a CPU: one item per family, the LLM cut to two narrow
 #                                               # layers; a check that it runs, never a measurement
 #
 # $OUT: where the results go (default bench/results/gpu): $OUT/<gpu name>/*.json with device.json and the run's log

@@ -36,6 +36,7 @@ import dataclasses
 import json
 import statistics
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +130,12 @@ def run_one(rt, cfg, audio: np.ndarray) -> dict:
             elif isinstance(ev, Error):
                 errors.append(f"{ev.where}: {ev.message}")
 
-    source = ArraySource(audio, cfg.audio.block_s, realtime=True, trailing_silence_s=1.0)
+    # silence after the question long enough for the end-of-turn rule's longest wait: the turn is ended by its own
+    # rule, never by the end of the file
+    d = cfg.duplex
+    longest = (max(d.turn_max_silence_s, d.eot_wait_s) if d.end_of_turn in ("llm", "smart_turn")
+               else cfg.vad.min_silence_s)
+    source = ArraySource(audio, cfg.audio.block_s, realtime=True, trailing_silence_s=max(1.0, longest + 0.5))
     session = Session(cfg, rt, SessionOptions(mode="assist", play=False), on_event, source=source)
     result = session.run()
     st = result.transcriber
@@ -180,6 +186,28 @@ def stages(mk: dict, eos: float | None) -> dict | None:
     return out
 
 
+def llm_cost(lm, repeats: int = 3) -> dict:
+    """The answering LLM's cost on this machine, measured alone before the turns (seconds, median of ``repeats``):
+    per token of a 48-token pre-fill (one pass) and per decoded token (one pass each, 16 tokens)."""
+    from engine.llm.generate import LMSession
+
+    text = ("Thomas is very healthy, but he has to go to the hospital every day. What could be the reasons? "
+            "Please answer in two short sentences that a listener can follow without seeing any text.")
+    toks = (lm.tokenize(text) * 4)[:64]
+    pre, dec = [], []
+    for _ in range(repeats):
+        s = LMSession(lm)
+        s.crop(0)
+        t0 = time.perf_counter()
+        s.eval(toks[:48])
+        pre.append((time.perf_counter() - t0) / 48)
+        t0 = time.perf_counter()
+        for t in toks[48:64]:
+            s.eval([t])
+        dec.append((time.perf_counter() - t0) / 16)
+    return {"prefill_s_per_token": _r(statistics.median(pre), 4), "decode_s_per_token": _r(statistics.median(dec), 4)}
+
+
 def summarise(rows: list[dict]) -> dict:
     ok = [r for r in rows if "error" not in r]
     lat = [r["eos_to_first_audio_s"] for r in ok]
@@ -199,6 +227,7 @@ def summarise(rows: list[dict]) -> dict:
             "accepted_tokens_mean": _r(statistics.mean(r["accepted_tokens"] for r in ok), 2) if ok else None,
             "first_piece_words_mean": _r(statistics.mean(len(r.get("first_piece", "").split()) for r in ok), 2)
             if ok else None,
+            "first_piece_tokens_p50": pct([r["first_piece_tokens"] for r in ok if r.get("first_piece_tokens")], 50),
             # the voice's cost: synthesis seconds per second of answer audio (RTF), over the turns that spoke
             "tts_rtf": _r(sum(r.get("tts_compute_s") or 0 for r in ok) / a)
             if (a := sum(r.get("answer_audio_s") or 0 for r in ok)) else None}
@@ -227,6 +256,7 @@ def main(argv=None) -> int:
     rt.asr_backend(), rt.vad(), rt.llm()  # load everything before the clock runs
     for meth in args.methods:
         rt.tts(method_config(cfg, meth).tts)
+    cost = llm_cost(rt.llm())  # alone, before any turn
     audios = decode_all({f: f for f in files}, skip_bad=True)
     # warm-up: one file through the pipeline so first-call costs (thread pools, caches) are not in the numbers
     run_one(rt, cfg, next(iter(audios.values())))
@@ -236,6 +266,8 @@ def main(argv=None) -> int:
             mcfg = method_config(cfg, meth)
             r = run_one(rt, mcfg, audio)
             r["file"] = f.name
+            if r.get("first_piece"):  # what generating the first spoken piece costs from nothing (no speculation)
+                r["first_piece_tokens"] = len(rt.llm().tokenize(r["first_piece"]))
             results[meth].append(r)
             print(f"[{meth}] {f.name}: EOS→audio {r.get('eos_to_first_audio_s')} s, EOS→final "
                   f"{r.get('eos_to_final_s')} s, NFETFS {r.get('nfetfs')}, presynth {r.get('presynth_used')}"
@@ -243,7 +275,7 @@ def main(argv=None) -> int:
     report = {"benchmark": "voice", "files": [str(f) for f in audios], "asr_method": asr_method_label(cfg),
               "llm": str(rt.model(cfg.llm.model_role).path), "speculation_threads": cfg.llm.predgen_speculation_threads,
               "tokens_per_update": cfg.llm.predgen_tokens_per_update, "max_answer_tokens": cfg.llm.max_answer_tokens,
-              "methods": {}}
+              "llm_cost": cost, "methods": {}}
     sums = {meth: summarise(rows) for meth, rows in results.items()}
     for meth, rows in results.items():
         s, mcfg = sums[meth], method_config(cfg, meth)

@@ -1,8 +1,8 @@
 """The LLM family of the replay (bench/replay/llm.py): a trace recorded with the real 0.5B (llama.cpp) replays on
 placeholder weights with every decision and every produced token the recorded ones; a tampered trace is caught.
 
-The placeholder keeps the real vocabulary but only 2 decoder layers (``layers=2``): exactness does not depend on
-the depth, and the test stays fast. No wall-clock assertions."""
+The placeholder keeps the real vocabulary but only 2 narrow decoder layers (``layers=2``): exactness does not depend on
+the size, and the test stays fast. No wall-clock assertions."""
 
 import copy
 
@@ -15,16 +15,14 @@ STREAM = [["What is", 0.4], ["What is the capital of", 0.9], ["What is the capit
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _one_thread(qwen_small):
-    """One thread for llama.cpp and torch while this module runs (a CPU shared with other work makes all-core
-    passes wait on each other); the decisions recorded do not depend on it."""
+def _one_torch_thread():
+    """One torch thread for the placeholder's small passes while this module runs; the decisions replayed do not
+    depend on it."""
     import torch
 
     n = torch.get_num_threads()
     torch.set_num_threads(1)
-    qwen_small.set_threads(1)
     yield
-    qwen_small.set_threads(0)
     torch.set_num_threads(n)
 
 
@@ -38,7 +36,7 @@ def predgen_trace(qwen_small, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ssbd_trace(qwen_small):
-    return llm.record("ssbd", "0.5b", lm=qwen_small, limit=2, max_tokens=20)
+    return llm.record("ssbd", "0.5b", lm=qwen_small, limit=1, max_tokens=20)
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +77,13 @@ def test_tampered_predgen_trace_is_reported_diverged(predgen_trace, placeholder)
 
 
 def test_ssbd_replays_exactly_and_a_changed_row_is_caught(ssbd_trace, placeholder):
-    assert set(ssbd_trace["methods"]) == {"ar", "ssbd"} and len(ssbd_trace["items"]) == 2
+    assert set(ssbd_trace["methods"]) == {"ar", "ssbd"} and len(ssbd_trace["items"]) == 1
     ar = [it["output"]["final"] for it in ssbd_trace["methods"]["ar"]["items"]]
     assert all(ar)
     res = llm.replay(ssbd_trace, "cpu", lm=placeholder)
     for m, r in res["methods"].items():
         assert r["exact"], (m, r)
-        assert r["outputs_match_trace"] == 2 and r["calls"] == len(ssbd_trace["methods"][m]["calls"])
+        assert r["outputs_match_trace"] == 1 and r["calls"] == len(ssbd_trace["methods"][m]["calls"])
     assert res["methods"]["ssbd"]["accepted_tokens"] > 0
     assert res["methods"]["ssbd"]["passes"] < res["methods"]["ar"]["passes"]
     # a decode row whose best token is pushed to the bottom: the AR loop takes another token
@@ -97,4 +95,4 @@ def test_ssbd_replays_exactly_and_a_changed_row_is_caught(ssbd_trace, placeholde
     row[3 + 2 * vals.index(max(vals))] = min(vals + [row[0]]) - 30.0
     r = llm.replay(bad, "cpu", lm=placeholder)["methods"]["ar"]
     assert not r["exact"]
-    assert r["diverged"] > 0 or r["error"] or r["outputs_match_trace"] < 2
+    assert r["diverged"] > 0 or r["error"] or r["outputs_match_trace"] < 1

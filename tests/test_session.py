@@ -71,6 +71,22 @@ def test_metrics_are_typed_and_within_their_physical_range(rt, jfk_audio):
     assert isinstance(seen[-1], Status) and seen[-1].text.startswith("stopped after")
 
 
+def test_a_stream_that_ends_inside_the_silence_dates_the_end_of_speech_by_its_audio(rt, jfk_audio):
+    # "And so my fellow Americans" and 0.5 s of silence, shorter than the VAD's 0.6 s: the end of the stream closes
+    # the utterance, and its end of speech is when the audio of the speech's end was there, not the stream's end
+    audio = jfk_audio[: int(2.4 * 16000)]
+    source = ArraySource(audio, Config().audio.block_s, realtime=True, trailing_silence_s=0.5)
+    seen = []
+    Session(rt.cfg, rt, SessionOptions(mode="transcribe"), seen.append, source=source).run()
+    ends = [ev for ev in seen if isinstance(ev, SpeechEnded)]
+    assert len(ends) == 1 and ends[0].decided_wall is not None
+    audio_end = len(audio) / 16000 + 0.5
+    spoken_end = ends[0].t - rt.cfg.vad.speech_pad_s  # ``t`` holds the VAD's pad after the last speech sample
+    # the wall clock runs with the real-time audio: the decision (the stream's end) came the silence's length after
+    assert ends[0].decided_wall - ends[0].wall == pytest.approx(audio_end - spoken_end, abs=0.15)
+    assert ends[0].decided_wall - ends[0].wall > 0.4
+
+
 def test_push_to_talk_ends_the_utterance_at_the_release(rt, jfk_audio):
     seen = []
     session = Session(rt.cfg, rt, SessionOptions(mode="transcribe", push_to_talk=True), seen.append,

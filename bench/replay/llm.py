@@ -151,6 +151,17 @@ def _gguf_path(model: str) -> Path:
     return Path(Runtime(load_config(), progress=False).model(MODELS[key][0]).path)
 
 
+def shrunk(cfg: dict, layers: int) -> dict:
+    """The configuration ``cfg`` cut for a self-test of a script (not a measurement): its first ``layers`` decoder
+    layers, each 64 wide (2 attention heads of 32, one KV head), the vocabulary unchanged (the trace's token ids
+    index it). A replay on it follows the trace's decisions as on the full model; only the cost differs."""
+    cfg = dict(cfg)
+    cfg["num_hidden_layers"] = int(layers)
+    cfg.pop("layer_types", None)  # one entry per layer: rebuilt from the new count
+    cfg.update(hidden_size=64, intermediate_size=128, num_attention_heads=2, num_key_value_heads=1, head_dim=32)
+    return cfg
+
+
 def placeholder_lm(arch: dict, device: str = "cpu", dtype: str | None = None, seed: int = 0, n_ctx: int = 0,
                    eos_ids=None, layers: int | None = None):
     """:class:`engine.llm.torch_lm.TorchCausalLM` over a transformers causal LM of architecture ``arch`` (its
@@ -159,7 +170,8 @@ def placeholder_lm(arch: dict, device: str = "cpu", dtype: str | None = None, se
 
     Args:
         eos_ids: the recorded LM's end ids (the real adapter's set; the config names only one).
-        layers: fewer decoder layers (tests only: a replay is then exact but not timed as the product).
+        layers: fewer and narrower decoder layers (:func:`shrunk`; self-tests only: a replay is then exact but not
+            timed as the product).
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -170,7 +182,7 @@ def placeholder_lm(arch: dict, device: str = "cpu", dtype: str | None = None, se
     cfg = dict(arch.get("config", arch))
     cfg.pop("_model_name_or_path", None)
     if layers:
-        cfg["num_hidden_layers"] = int(layers)
+        cfg = shrunk(cfg, layers)
     dev = resolve_device(device, "llm", "torch")
     dt = getattr(torch, dtype or torch_dtype_name(dev, "llm"))
     torch.manual_seed(seed)

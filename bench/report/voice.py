@@ -386,6 +386,17 @@ def section_voice_turn(r: Results) -> str:
     best = min((k for k in m if k.startswith("predgen")), key=lambda k: m[k]["eos_to_first_audio_s_p50"] or 9e9)
     b = m[best]
     ok = (b["eos_to_first_audio_s_p50"] or 9) <= 0.6 and (b["eos_to_first_audio_s_p90"] or 9) <= 1.0
+    cost = v.get("llm_cost") or {}
+    floor = ""
+    toks = (m.get("cascade") or b).get("first_piece_tokens_p50")
+    if cost.get("decode_s_per_token") and toks:
+        floor = f"""
+
+What the first spoken piece costs on this CPU, measured in the same run before the turns: the answering LLM
+pre-fills {cost["prefill_s_per_token"] * 1000:.0f} ms and decodes {cost["decode_s_per_token"] * 1000:.0f} ms per
+token; the cascade's first piece is {toks:g} tokens at the median, so generating it after the final transcript
+takes {sec(toks * cost["decode_s_per_token"])} before its synthesis. Only the part PredGen generated (and kept)
+while the user was still speaking comes off that."""
     return f"""### Answering sooner after the user stops (`voice_turn.json`)
 
 The same {n} spoken questions, one run, each method on each file in turn: the default beside each step alone and
@@ -402,4 +413,5 @@ verified; "turn ended by the LLM" = the verdict ended the turn at the pause rath
         "pre-synthesised", "NFETFS 0", "turn ended by the LLM", "answer = cascade's (same final)"], rows)}
 
 The fastest is `{best}` at {sec(b["eos_to_first_audio_s_p50"])} median and {sec(b["eos_to_first_audio_s_p90"])}
-p90: {"within" if ok else "short of"} the targets of 0.6 s median and 1.0 s p90 on two cores."""
+p90: {"within" if ok else "short of"} the targets of 0.6 s median and 1.0 s p90 on two cores. End of speech is
+the last speech sample the VAD heard (its 0.2 s pad after it not counted).{floor}"""

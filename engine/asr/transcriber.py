@@ -187,10 +187,10 @@ class StreamingTranscriber:
                                         "is too far behind)"))
                 events = self.vad(block.samples) if self.vad is not None else []
                 for ev in events:
-                    self.q.put((ev.kind, ev.t, block, getattr(ev, "p", None)))
+                    self.q.put((ev.kind, ev.t, block, getattr(ev, "p", None), getattr(ev, "speech_end", None)))
             if self.vad is not None:
                 for ev in self.vad.flush():
-                    self.q.put((ev.kind, ev.t, None))
+                    self.q.put((ev.kind, ev.t, None, None, getattr(ev, "speech_end", None)))
         except Exception as e:  # the device vanished, a file broke mid-way: report, finish what we have
             self.capture_error = e
             self.q.put(("error", e))
@@ -212,6 +212,7 @@ class StreamingTranscriber:
         pending_new = 0.0
         utt_index = -1
         last_wall = time.monotonic()
+        last_block: AudioBlock | None = None
         done = False
         pause_at: float | None = None
         if self.vad is None:
@@ -241,7 +242,7 @@ class StreamingTranscriber:
                 kind = item[0]
                 if kind == "audio":
                     block: AudioBlock = item[1]
-                    last_wall = block.wall
+                    last_wall, last_block = block.wall, block
                     self.stats.audio_s = block.t_end
                     ring.append(block)
                     while ring and ring[-1].t_end - ring[0].t_start > self.asr.buffer_trim_s + 3.0:
@@ -266,7 +267,13 @@ class StreamingTranscriber:
                     t_end = item[1]
                     rec.t_end = t_end
                     rec.vad_end_wall = time.monotonic() if blk is None else blk.wall
-                    rec.eos_wall = rec.vad_end_wall if blk is None else blk.wall - max(0.0, blk.t_end - t_end)
+                    # the end of speech is when its audio was available, also when the end of the stream closed
+                    # the utterance (the VAD's flush, no block): from the last block's clock, not the stream's end
+                    # and at the last speech sample, not the pad after it (``t_end``, what the ASR hears)
+                    spoken = item[4] if len(item) > 4 and item[4] is not None else t_end
+                    ref = blk if blk is not None else last_block
+                    rec.eos_wall = (rec.vad_end_wall if ref is None
+                                    else min(rec.vad_end_wall, ref.wall - max(0.0, ref.t_end - spoken)))
                     self.emit(SpeechEnded(rec.index, t_end, rec.eos_wall, rec.vad_end_wall))
                     self._finish(proc, rec, t_end)
                     proc, rec, pending_new, pause_at = None, None, 0.0, None

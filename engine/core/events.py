@@ -32,7 +32,9 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SpeechEnded:
-    """VAD end of speech. ``wall`` is when the audio holding the end of speech was available; ``decided_wall`` when
+    """VAD end of speech. ``t``: the utterance's end (audio seconds, the VAD's pad after the last speech sample
+    included: what the ASR hears); ``wall``: when the audio of the last speech sample was available — when the user
+    stopped speaking, the clock every end-of-speech latency starts from; ``decided_wall`` when
     the end of the turn was decided (the VAD's silence or end-of-turn rule; None = not known), so
     ``decided_wall - wall`` is the turn decision's wait (seconds)."""
 

@@ -111,6 +111,31 @@ class TorchCausalLM:
         return text + ("Assistant:" if add_generation_prompt else "")
 
 
+class _OneParse:
+    """Within the block, ``gguf.GGUFReader`` of a file already read returns the same reader: transformers reads a
+    GGUF once for the tokenizer, once for the configuration and once for the weights, and parsing the metadata of a
+    150k-token vocabulary takes seconds each time. The reader is read-only (a memory map)."""
+
+    def __enter__(self):
+        import gguf
+
+        self._module, self._orig, readers = gguf, gguf.GGUFReader, {}
+        orig = self._orig
+
+        def reader(path, *args, **kwargs):
+            key = (str(Path(path).resolve()), args, tuple(sorted(kwargs.items())))
+            if key not in readers:
+                readers[key] = orig(path, *args, **kwargs)
+            return readers[key]
+
+        gguf.GGUFReader = reader
+        return self
+
+    def __exit__(self, *exc):
+        self._module.GGUFReader = self._orig
+        return False
+
+
 def load_gguf(path: Path, dtype, cache_dir: str | Path | None = None):
     """A GGUF dequantised by transformers into ``dtype``: (model, tokenizer).
 
@@ -129,8 +154,9 @@ def load_gguf(path: Path, dtype, cache_dir: str | Path | None = None):
 
     path = Path(path)
     if cache_dir is None:
-        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype), tok
+        with _OneParse():
+            tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype), tok
     st = path.stat()
     source = {"gguf": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "dtype": str(dtype)}
     d = Path(cache_dir).expanduser() / "torch_gguf" / f"{path.stem}-{str(dtype).removeprefix('torch.')}"
@@ -140,8 +166,9 @@ def load_gguf(path: Path, dtype, cache_dir: str | Path | None = None):
         fresh = False
     if fresh:
         return AutoModelForCausalLM.from_pretrained(str(d), dtype=dtype), AutoTokenizer.from_pretrained(str(d))
-    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+    with _OneParse():
+        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
     tmp = d.with_name(d.name + ".partial")
     try:  # written beside, then renamed: an interrupted save is never read as a cache
         from safetensors.torch import save_model
