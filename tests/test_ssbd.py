@@ -20,6 +20,18 @@ def test_normalized_erasure_by_hand():
     assert normalized_erasure(["Hallo", "Hallo Welt"]) == 0.0
 
 
+@pytest.fixture(scope="module")
+def qwen_small_2(runtime):
+    """A second context on the small LLM's weights: two translators compared turn by turn each keep their own KV
+    cache (on one context each would find it written by the other and pre-fill its whole prompt again)."""
+    return runtime.llm("llm_draft", instance="ssbd_second")
+
+
+@pytest.fixture(scope="module")
+def qwen_small_3(runtime):
+    return runtime.llm("llm_draft", instance="ssbd_third")
+
+
 def _continue_ar(lm, prompt, prefix, max_tokens=96):
     s = LMSession(lm)
     row = s.prefill(prompt + prefix)
@@ -46,10 +58,10 @@ def test_crop_at_divergence_then_ar_equals_ar_from_that_prefix(qwen_small):
     assert d is None or d > u.accepted
 
 
-def test_beta_zero_equals_ar_retranslation_and_beta_accepts_more(qwen_small):
+def test_beta_zero_equals_ar_retranslation_and_beta_accepts_more(qwen_small, qwen_small_2, qwen_small_3):
     ar = ARRetranslator(qwen_small, "German")
-    ssbd = SSBDTranslator(qwen_small, "German", beta=0.0, mask_k=0)
-    biased = SSBDTranslator(qwen_small, "German", beta=0.4, mask_k=0)
+    ssbd = SSBDTranslator(qwen_small_2, "German", beta=0.0, mask_k=0)
+    biased = SSBDTranslator(qwen_small_3, "German", beta=0.4, mask_k=0)
     steps = ["A man in an", "A man in an orange hat", SRC]
     for i, src in enumerate(steps):
         final = i == len(steps) - 1
@@ -65,8 +77,8 @@ def test_beta_zero_equals_ar_retranslation_and_beta_accepts_more(qwen_small):
     assert ar.stream.acceptance == 0.0
 
 
-def test_mask_k_trims_the_draft_display_only_hides_the_tail(qwen_small):
-    trim = SSBDTranslator(qwen_small, "German", beta=0.2, mask_k=3, display_only=False)
+def test_mask_k_trims_the_draft_display_only_hides_the_tail(qwen_small, qwen_small_2):
+    trim = SSBDTranslator(qwen_small_2, "German", beta=0.2, mask_k=3, display_only=False)
     show = SSBDTranslator(qwen_small, "German", beta=0.2, mask_k=3, display_only=True)
     for tr in (trim, show):
         tr.translate_ssbd("A man in an orange")
@@ -111,7 +123,7 @@ def test_ssbd_acceptance_goes_through_the_core(qwen_small, monkeypatch):
 
 
 @pytest.mark.parametrize("method", ["ssbd", "ar"])
-def test_partial_updates_in_chunks_pause_and_cancel(qwen_small, monkeypatch, method):
+def test_partial_updates_in_chunks_pause_and_cancel(qwen_small, qwen_small_2, monkeypatch, method):
     """A partial update's forward pass in VERIFY_CHUNK-token passes gives the one-pass rows (β = 0: AR's greedy
     output), calls ``pause`` before each pass, and stops at once when cancelled (the draft is kept)."""
     import threading
@@ -119,9 +131,9 @@ def test_partial_updates_in_chunks_pause_and_cancel(qwen_small, monkeypatch, met
     import engine.translate.biased_retranslation as S
 
     monkeypatch.setattr(S, "VERIFY_CHUNK", 8)
-    make = (lambda: SSBDTranslator(qwen_small, "German", beta=0.0, mask_k=0)) if method == "ssbd" else (
-        lambda: ARRetranslator(qwen_small, "German"))
-    one, chunked = make(), make()
+    make = (lambda lm: SSBDTranslator(lm, "German", beta=0.0, mask_k=0)) if method == "ssbd" else (
+        lambda lm: ARRetranslator(lm, "German"))
+    one, chunked = make(qwen_small), make(qwen_small_2)
     steps = ["A man in an orange", SRC]
     pauses = []
     for src in steps:
