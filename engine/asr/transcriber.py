@@ -270,7 +270,7 @@ class StreamingTranscriber:
                     # the end of speech is when its audio was available, also when the end of the stream closed
                     # the utterance (the VAD's flush, no block): from the last block's clock, not the stream's end
                     # and at the last speech sample, not the pad after it (``t_end``, what the ASR hears)
-                    spoken = item[4] if len(item) > 4 and item[4] is not None else t_end
+                    spoken = t_end if item[4] is None else item[4]
                     ref = blk if blk is not None else last_block
                     rec.eos_wall = (rec.vad_end_wall if ref is None
                                     else min(rec.vad_end_wall, ref.wall - max(0.0, ref.t_end - spoken)))
